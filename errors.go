@@ -1,0 +1,36 @@
+package zkrecipes
+
+import "errors"
+
+// Sentinel errors, for errors.Is. Errors returned by this module wrap them with
+// the detail (which path, which option) that explains the failure.
+var (
+	// ErrSessionExpired: the ZooKeeper ensemble expired the session (or the
+	// client found itself bound to a different session id). Its ephemeral
+	// nodes, and so every lock made on it, are gone.
+	ErrSessionExpired = errors.New("zkrecipes: session expired")
+
+	// ErrSessionLost: the client heard nothing from the ensemble for so long
+	// that the session may expire at any moment, and gave it up before the
+	// ensemble could hand its locks to anyone else.
+	ErrSessionLost = errors.New("zkrecipes: session lost")
+
+	// ErrClosed: the session was closed by its owner.
+	ErrClosed = errors.New("zkrecipes: session closed")
+
+	// ErrInvalidPath: a ZooKeeper path that is empty, relative, ends in '/',
+	// holds an empty, "." or ".." element, or a character ZooKeeper refuses.
+	ErrInvalidPath = errors.New("zkrecipes: invalid path")
+
+	// ErrInvalidArgument: a nil Session, a negative or zero timeout, an empty
+	// server list, or another argument that cannot work.
+	ErrInvalidArgument = errors.New("zkrecipes: invalid argument")
+
+	// ErrDataTooLarge: data that cannot fit in one znode (ZooKeeper's
+	// jute.maxbuffer, 1 MiB by default, bounds a whole request).
+	ErrDataTooLarge = errors.New("zkrecipes: data too large for a znode")
+)
+
+// MaxDataSize is the largest node payload the recipes accept: ZooKeeper's
+// default 1 MiB request limit, less room for the path and headers.
+const MaxDataSize = 1<<20 - 4<<10

@@ -1,0 +1,77 @@
+package zklock_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+// setup returns the shared test server and checks, once the test and its
+// clean-ups are done, that no goroutine was left behind.
+func setup(t *testing.T) *zktest.Server {
+	t.Helper()
+	srv := zktest.Start(t)
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+	return srv
+}
+
+// connect opens a Session that is closed when the test ends.
+func connect(t testing.TB, addrs []string, opts ...zkrecipes.Option) *zkrecipes.Session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := zkrecipes.Connect(ctx, addrs, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// lockPath is a path no other test uses. When the test ends it must hold no
+// node: every contender's node is gone.
+func lockPath(t *testing.T, s *zkrecipes.Session) string {
+	t.Helper()
+	var b [4]byte
+	rand.Read(b[:])
+	p := "/zklock-test/" + strings.NewReplacer("/", "-").Replace(t.Name()) + "-" + hex.EncodeToString(b[:])
+	t.Cleanup(func() { requireNoNodes(t, s, p) })
+	return p
+}
+
+// requireNoNodes fails unless dir has no children. The checking session may
+// be closed already; then a fresh one is used.
+func requireNoNodes(t *testing.T, s *zkrecipes.Session, dir string) {
+	t.Helper()
+	conn := s.Conn()
+	if s.Err() != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		fresh, err := zkrecipes.Connect(ctx, zktest.Start(t).Addrs())
+		require.NoError(t, err)
+		defer fresh.Close()
+		conn = fresh.Conn()
+	}
+	children, _, err := conn.Children(dir)
+	if errors.Is(err, zk.ErrNoNode) {
+		return
+	}
+	require.NoError(t, err)
+	require.Empty(t, children, "nodes left behind in %s", dir)
+}
+
+func bg(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,260 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes"
+)
+
+// ownWatch is the watch on our own node: it tells us when someone else
+// deletes or changes it. It is set with a getData sent as soon as the node
+// exists and awaited only when its answer is needed.
+type ownWatch struct {
+	ready chan struct{} // closed when the getData has answered
+	stat  *zk.Stat
+	ev    <-chan zk.Event
+	err   error
+}
+
+func watchOwn(s *zkrecipes.Session, path string) *ownWatch {
+	w := &ownWatch{ready: make(chan struct{})}
+	go func() {
+		_, w.stat, w.ev, w.err = s.Conn().GetW(path)
+		close(w.ready)
+	}()
+	return w
+}
+
+// await waits for the watch to be set and returns our node's Stat.
+func (w *ownWatch) await(ctx context.Context, s *zkrecipes.Session) (*zk.Stat, error) {
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	if w.err != nil {
+		if errors.Is(w.err, zk.ErrNoNode) {
+			return nil, fmt.Errorf("%w: our node was deleted by another client", ErrLockLost)
+		}
+		if serr := s.Err(); serr != nil {
+			return nil, fmt.Errorf("%w: %w", ErrLockLost, serr)
+		}
+		return nil, w.err
+	}
+	return w.stat, nil
+}
+
+// fired reports, without blocking, a change to our node that has already
+// been delivered. Events reach the client in the order the server made them,
+// so a change to our node made before the event being handled is visible.
+func (w *ownWatch) fired(s *zkrecipes.Session) error {
+	select {
+	case ev := <-w.ev:
+		return lostBy(s, ev)
+	default:
+		return nil
+	}
+}
+
+// lostBy names the loss an event on our own node means.
+func lostBy(s *zkrecipes.Session, ev zk.Event) error {
+	switch ev.Type {
+	case zk.EventNodeDeleted:
+		return fmt.Errorf("%w: our node was deleted by another client", ErrLockLost)
+	case zk.EventNodeDataChanged:
+		return fmt.Errorf("%w: our node was modified by another client", ErrLockLost)
+	default:
+		<-s.Done() // the client drops watches only when the session is over
+		return fmt.Errorf("%w: %w", ErrLockLost, s.Err())
+	}
+}
+
+// releaseMark is written to a held node in the same multi that deletes it.
+// The successor, watching that node with getData, is woken by
+// NodeDataChanged, which only a holder's release produces (a waiter giving up
+// or a session expiring deletes without it), and so knows it holds the lock
+// without listing the directory again.
+var releaseMark = []byte("released")
+
+// Lease is one holding of a lock, a read or write lock, a semaphore permit or
+// a leadership. It ends when released or lost: lost when its session is over
+// (expired, declared lost by the client before the ensemble could expire it,
+// or closed) or when its node is deleted or changed by another client.
+//
+// The holder is told of a loss through Done, Err and Context before any other
+// contender can be granted the lock. No lease can stop a holder that pauses
+// past that point (a long GC, a stopped VM): use Token or Guard to make the
+// protected resource refuse it.
+type Lease struct {
+	s     *zkrecipes.Session
+	path  string
+	token int64
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu     sync.Mutex
+	err    error         // nil while held
+	sent   bool          // a release was sent; it may have been applied
+	unlock sync.Mutex    // one Unlock at a time
+	inUse  chan struct{} // closed when the Unlock in flight returns
+	stop   chan struct{} // tells the monitor to exit
+	exited chan struct{}
+}
+
+func newLease(s *zkrecipes.Session, path string, token int64, own *ownWatch) *Lease {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	l := &Lease{s: s, path: path, token: token, ctx: ctx, cancel: cancel,
+		stop: make(chan struct{}), exited: make(chan struct{})}
+	go l.monitor(own)
+	return l
+}
+
+// Token is the fencing token: the Czxid of the lease's node, strictly
+// increasing over the successive holders of one lock path, and unique across
+// the ensemble. A resource that remembers the highest token it has seen and
+// refuses lower ones cannot be written by a holder that lost its lease.
+func (l *Lease) Token() int64 { return l.token }
+
+// Path is the full path of this contender's node.
+func (l *Lease) Path() string { return l.path }
+
+// Done is closed when the lease ends: released or lost.
+func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Context is cancelled when the lease ends; context.Cause says why (ErrReleased,
+// or an error wrapping ErrLockLost). Run the work the lease protects under it.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Err is nil while the lease is held, ErrReleased after Unlock, or an error
+// wrapping ErrLockLost and its cause once lost.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Guard returns a check to put first in conn.Multi(...): the multi commits
+// only while this lease's node exists unchanged, so only while it is held.
+// It fences writes to ZooKeeper itself; for other resources use Token.
+func (l *Lease) Guard() *zk.CheckVersionRequest {
+	return &zk.CheckVersionRequest{Path: l.path, Version: 0}
+}
+
+// end records why the lease ended; the first reason wins.
+func (l *Lease) end(why error) {
+	l.mu.Lock()
+	if l.err == nil {
+		l.err = why
+		l.cancel(why)
+		close(l.stop)
+	}
+	l.mu.Unlock()
+}
+
+// Unlock releases the lease: its node is deleted and the next contender in
+// line is woken. It returns nil once the node is confirmed gone, and nil
+// again if called again. If the lease had been lost, it returns that error,
+// wrapping ErrLockLost. If the outcome is unknown (connection trouble, ctx
+// ended), it returns an error and the lease is still held as far as anyone
+// can tell: call Unlock again, or let the session end.
+func (l *Lease) Unlock(ctx context.Context) error {
+	l.unlock.Lock()
+	defer l.unlock.Unlock()
+	if err := l.Err(); err != nil {
+		if errors.Is(err, ErrReleased) {
+			return nil
+		}
+		return err
+	}
+	l.mu.Lock()
+	retry := l.sent
+	l.sent = true
+	l.inUse = make(chan struct{})
+	l.mu.Unlock()
+
+	err := zkrecipes.Call(ctx, func() error {
+		res, err := l.s.Conn().Multi(
+			&zk.SetDataRequest{Path: l.path, Data: releaseMark, Version: -1},
+			&zk.DeleteRequest{Path: l.path, Version: -1},
+		)
+		return multiErr(res, err)
+	})
+	close(l.inUse)
+	switch {
+	case err == nil, errors.Is(err, zk.ErrNoNode) && retry:
+		l.end(ErrReleased)
+	case errors.Is(err, zk.ErrNoNode):
+		l.end(fmt.Errorf("%w: our node was deleted by another client", ErrLockLost))
+	default:
+		if serr := l.s.Err(); serr != nil {
+			// The session is over, and the node with it.
+			l.end(fmt.Errorf("%w: %w", ErrLockLost, serr))
+		} else {
+			return fmt.Errorf("zklock: unlock %s: %w", l.path, err)
+		}
+	}
+	if err := l.Err(); !errors.Is(err, ErrReleased) {
+		return err
+	}
+	return nil
+}
+
+// monitor ends the lease when it is lost: the session is over, or our node
+// changed while no release was in flight.
+func (l *Lease) monitor(own *ownWatch) {
+	defer close(l.exited)
+	select {
+	case <-own.ready:
+	case <-l.s.Done():
+	}
+	if _, err := own.await(l.ctx, l.s); err != nil {
+		l.changed(err)
+		return
+	}
+	select {
+	case ev := <-own.ev:
+		l.changed(lostBy(l.s, ev))
+	case <-l.s.Done():
+		l.end(fmt.Errorf("%w: %w", ErrLockLost, l.s.Err()))
+	case <-l.stop:
+	}
+}
+
+// changed handles a change to our node: our own release, or a loss.
+func (l *Lease) changed(lost error) {
+	l.mu.Lock()
+	sent, inUse := l.sent, l.inUse
+	l.mu.Unlock()
+	if sent {
+		// A release was sent. Let the Unlock in flight decide; if it gave up
+		// without an answer, the change is that release being applied.
+		select {
+		case <-inUse:
+		case <-l.stop:
+			return
+		}
+		if l.s.Err() == nil {
+			l.end(ErrReleased)
+			return
+		}
+	}
+	l.end(lost)
+}
+
+// multiErr returns the first error of a multi.
+func multiErr(res []zk.MultiResponse, err error) error {
+	if err != nil {
+		return err
+	}
+	for _, r := range res {
+		if r.Error != nil {
+			return r.Error
+		}
+	}
+	return nil
+}

@@ -1,0 +1,294 @@
+package zklock
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes"
+)
+
+// Contender node names. Ours are "_zkr_<guid><marker><seq>", where the GUID
+// lets us find our node after a create whose reply was lost. The markers are
+// those of the other clients, so a Go service shares one lock path with Java
+// and Python ones:
+//
+//	Curator       _c_<uuid>-lock-0000000007
+//	go-zookeeper  _c_<hex>-lock-0000000007
+//	kazoo         <uuid>__lock__0000000007
+//
+// The sequence suffix is a signed 32-bit counter ZooKeeper prints with
+// "%010d"; it wraps to negative numbers, which sort first, in every client.
+const (
+	ownPrefix  = zkrecipes.NodePrefix
+	lockMarker = "-lock-"
+)
+
+var lockName = regexp.MustCompile(`(?:-lock-|__lock__)(-\d{9,10}|\d{10})$`)
+
+// contender is one node in a recipe's directory.
+type contender struct {
+	name string
+	seq  int32
+}
+
+// ours reports whether the node was made by this library, and so follows its
+// release protocol (see Lease.Unlock).
+func (c contender) ours() bool { return strings.HasPrefix(c.name, ownPrefix) }
+
+// contenders picks the nodes that re matches out of a directory listing and
+// sorts them by sequence number: the order of the line.
+func contenders(children []string, re *regexp.Regexp) []contender {
+	out := make([]contender, 0, len(children))
+	for _, name := range children {
+		m := re.FindStringSubmatch(name)
+		if m == nil {
+			continue
+		}
+		seq, err := strconv.ParseInt(m[len(m)-1], 10, 32)
+		if err != nil {
+			continue
+		}
+		out = append(out, contender{name, int32(seq)})
+	}
+	slices.SortFunc(out, func(a, b contender) int {
+		return cmp.Or(cmp.Compare(a.seq, b.seq), strings.Compare(a.name, b.name))
+	})
+	return out
+}
+
+func indexOf(cs []contender, name string) int {
+	return slices.IndexFunc(cs, func(c contender) bool { return c.name == name })
+}
+
+// listing is a directory listing.
+type listing struct {
+	children []string
+	err      error
+}
+
+// entry is our node in a recipe's directory.
+type entry struct {
+	s    *zkrecipes.Session
+	dir  string
+	name string
+	path string
+	seq  int32
+	// czxid is our node's Czxid, from the create's reply; 0 when unknown.
+	czxid int64
+	// first is a listing of dir taken right behind our create, when the
+	// server answered it after the create (see enter); nil otherwise.
+	first *listing
+}
+
+// enter creates our EPHEMERAL|SEQUENCE node in dir, creating dir (and its
+// ancestors) as container nodes when missing.
+//
+// A create whose reply is lost may have happened: then we look for our GUID,
+// and adopt the node only if its ephemeralOwner is our session. If ctx ends
+// mid-create, a clean-up step waits for the outcome and deletes the node.
+//
+// With list set, enter also lists dir in the same round trip: the listing is
+// queued right behind the create, and a session's requests are answered in
+// order. The queueing order is likely, not certain, so the listing is used
+// only if it holds our node.
+func enter(ctx context.Context, s *zkrecipes.Session, dir, marker string, data []byte, acl []zk.ACL, list bool) (*entry, error) {
+	var guid [16]byte
+	if _, err := rand.Read(guid[:]); err != nil {
+		return nil, err
+	}
+	prefix := ownPrefix + hex.EncodeToString(guid[:]) + marker
+	conn := s.Conn()
+	for attempt := 0; ; attempt++ {
+		if err := s.Err(); err != nil {
+			return nil, fmt.Errorf("zklock: enter %s: %w", dir, err)
+		}
+		type created struct {
+			path  string
+			first *listing
+			err   error
+		}
+		res := make(chan created, 1)
+		go func() {
+			var lc chan listing
+			if list {
+				lc = make(chan listing, 1)
+				go func() {
+					ch, _, err := conn.Children(dir)
+					lc <- listing{ch, err}
+				}()
+			}
+			p, err := conn.Create(dir+"/"+prefix, data, zk.FlagEphemeralSequential, acl)
+			var first *listing
+			if err == nil && lc != nil {
+				l := <-lc
+				if l.err == nil && slices.Contains(l.children, p[len(dir)+1:]) {
+					first = &l
+				}
+			}
+			res <- created{p, first, err}
+		}()
+
+		var c created
+		select {
+		case c = <-res:
+		case <-ctx.Done():
+			s.Cleanup(func(conn *zk.Conn) error {
+				if c, ok := <-res; ok {
+					close(res) // later tries skip the wait
+					if c.err == nil {
+						s.CreatedZxid(c.path) // unclaimed otherwise
+						return zkrecipes.DeleteNode(c.path)(conn)
+					}
+				}
+				return deleteGUID(conn, dir, prefix)
+			})
+			return nil, fmt.Errorf("zklock: enter %s: %w", dir, context.Cause(ctx))
+		}
+
+		switch err := c.err; {
+		case err == nil:
+			return newEntry(s, dir, c.path, c.first)
+		case errors.Is(err, zk.ErrNoNode) && attempt < 8:
+			// dir is missing, or a container reaped between ensureDir and the create.
+			if err := ensureDir(ctx, s, dir, acl); err != nil {
+				return nil, err
+			}
+		case zkrecipes.IsAmbiguous(err) && attempt < 8:
+			p, found, ferr := findGUID(ctx, s, dir, prefix)
+			if ferr != nil {
+				s.Cleanup(func(conn *zk.Conn) error { return deleteGUID(conn, dir, prefix) })
+				return nil, fmt.Errorf("zklock: enter %s: %w", dir, ferr)
+			}
+			if found {
+				return newEntry(s, dir, p, nil)
+			}
+		default:
+			return nil, fmt.Errorf("zklock: create node in %s: %w", dir, err)
+		}
+	}
+}
+
+func newEntry(s *zkrecipes.Session, dir, path string, first *listing) (*entry, error) {
+	name := path[len(dir)+1:]
+	cs := contenders([]string{name}, lockName)
+	if len(cs) == 0 {
+		return nil, fmt.Errorf("zklock: server returned unexpected node name %q", path)
+	}
+	czxid, _ := s.CreatedZxid(path)
+	return &entry{s: s, dir: dir, name: name, path: path, seq: cs[0].seq, czxid: czxid, first: first}, nil
+}
+
+// findGUID looks for our node after an ambiguous create. It waits for the
+// client to reconnect (the session may still be alive) and checks the node's
+// owner: a lagging server may still list a node of a closed session.
+func findGUID(ctx context.Context, s *zkrecipes.Session, dir, prefix string) (string, bool, error) {
+	for {
+		var children []string
+		err := zkrecipes.Call(ctx, func() (err error) {
+			children, _, err = s.Conn().Children(dir)
+			return err
+		})
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			return "", false, nil
+		case err != nil && zkrecipes.IsAmbiguous(err) && ctx.Err() == nil && s.Err() == nil:
+			continue // the client is reconnecting; requests fail fast until then
+		case err != nil:
+			return "", false, err
+		}
+		for _, name := range children {
+			if !strings.HasPrefix(name, prefix) {
+				continue
+			}
+			var st *zk.Stat
+			p := dir + "/" + name
+			err := zkrecipes.Call(ctx, func() (err error) {
+				_, st, err = s.Conn().Exists(p)
+				return err
+			})
+			if err != nil {
+				return "", false, err
+			}
+			if st.EphemeralOwner == s.ID() {
+				return p, true, nil
+			}
+		}
+		return "", false, nil
+	}
+}
+
+// deleteGUID is a clean-up step: delete whatever node of ours with this
+// prefix is in dir.
+func deleteGUID(conn *zk.Conn, dir, prefix string) error {
+	children, _, err := conn.Children(dir)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, name := range children {
+		if strings.HasPrefix(name, prefix) {
+			if err := zkrecipes.DeleteNode(dir + "/" + name)(conn); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ensureDir creates dir and its missing ancestors as container nodes, which
+// the server removes once they have had children and are empty again, so
+// lock paths leave nothing behind.
+func ensureDir(ctx context.Context, s *zkrecipes.Session, dir string, acl []zk.ACL) error {
+	err := zkrecipes.Call(ctx, func() error {
+		_, err := s.Conn().CreateContainer(dir, nil, zk.FlagContainer, acl)
+		return err
+	})
+	switch {
+	case err == nil, errors.Is(err, zk.ErrNodeExists):
+		return nil
+	case errors.Is(err, zk.ErrNoNode):
+		if err := ensureDir(ctx, s, dir[:strings.LastIndex(dir, "/")], acl); err != nil {
+			return err
+		}
+		return ensureDir(ctx, s, dir, acl)
+	default:
+		return fmt.Errorf("zklock: create %s: %w", dir, err)
+	}
+}
+
+// discard deletes our node on a failure path, detached from the caller's
+// context (which may be why we fail) and retried until it is gone or the
+// session ends.
+func (e *entry) discard() {
+	if err := e.s.Cleanup(zkrecipes.DeleteNode(e.path)); err != nil {
+		e.s.Logger().Warn("zklock: could not delete node yet", "path", e.path, "err", err)
+	}
+}
+
+// list lists the directory, or uses the listing taken with the create.
+func (e *entry) list(ctx context.Context) ([]string, error) {
+	if l := e.first; l != nil {
+		e.first = nil
+		return l.children, nil
+	}
+	var children []string
+	err := zkrecipes.Call(ctx, func() (err error) {
+		children, _, err = e.s.Conn().Children(e.dir)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("zklock: list %s: %w", e.dir, err)
+	}
+	return children, nil
+}

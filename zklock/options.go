@@ -1,0 +1,70 @@
+package zklock
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes"
+)
+
+// Option configures a recipe.
+type Option func(*options)
+
+type options struct {
+	data []byte
+	acl  []zk.ACL
+	errs []error
+}
+
+// WithData stores b in the contender's node, for whoever lists the
+// contenders (host, pid, what it is doing). At most zkrecipes.MaxDataSize.
+func WithData(b []byte) Option {
+	return func(o *options) {
+		if len(b) > zkrecipes.MaxDataSize {
+			o.errs = append(o.errs, fmt.Errorf("%w: WithData has %d bytes, the limit is %d",
+				zkrecipes.ErrDataTooLarge, len(b), zkrecipes.MaxDataSize))
+			return
+		}
+		o.data = append([]byte(nil), b...)
+	}
+}
+
+// WithACL sets the ACL of the nodes the recipe creates (the lock's directory
+// and each contender's node). Default: the Session's ACL.
+func WithACL(acl []zk.ACL) Option {
+	return func(o *options) {
+		if len(acl) == 0 {
+			o.errs = append(o.errs, fmt.Errorf("%w: empty ACL", zkrecipes.ErrInvalidArgument))
+			return
+		}
+		o.acl = append([]zk.ACL(nil), acl...)
+	}
+}
+
+// newOptions checks what every recipe constructor is given.
+func newOptions(s *zkrecipes.Session, path string, opts []Option) (options, error) {
+	var o options
+	if s == nil {
+		return o, fmt.Errorf("%w: nil Session", zkrecipes.ErrInvalidArgument)
+	}
+	if err := s.Err(); err != nil {
+		return o, fmt.Errorf("zklock: session is over: %w", err)
+	}
+	if err := zkrecipes.ValidatePath(path); err != nil {
+		return o, err
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := errors.Join(o.errs...); err != nil {
+		return o, err
+	}
+	if o.acl == nil {
+		o.acl = s.ACL()
+	}
+	if o.data == nil {
+		o.data = []byte{}
+	}
+	return o, nil
+}
