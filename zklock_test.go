@@ -1,0 +1,245 @@
+package zkrecipes_test
+
+// End-to-end tests across recipes, with faults injected for real: a holder
+// process killed with SIGKILL, a holder's network frozen until its session
+// expires, the ensemble's leader killed mid-run.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/zklock"
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+// TestMain doubles as a child process for the tests that kill one.
+func TestMain(m *testing.M) {
+	if os.Getenv("ZKRECIPES_CHILD") == "holder" {
+		holdLock()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// holdLock takes the lock named by the environment, prints its token and
+// holds it until killed.
+func holdLock() {
+	ctx := context.Background()
+	timeout, _ := time.ParseDuration(os.Getenv("ZKRECIPES_TIMEOUT"))
+	s, err := zkrecipes.Connect(ctx, strings.Split(os.Getenv("ZKRECIPES_ADDRS"), ","), zkrecipes.WithSessionTimeout(timeout))
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	m, _ := zklock.NewMutex(s, os.Getenv("ZKRECIPES_PATH"))
+	l, err := m.Lock(ctx)
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	fmt.Println("token", l.Token())
+	select {}
+}
+
+func setup(t *testing.T) *zktest.Server {
+	t.Helper()
+	srv := zktest.Start(t)
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+	return srv
+}
+
+func connect(t testing.TB, addrs []string, opts ...zkrecipes.Option) *zkrecipes.Session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := zkrecipes.Connect(ctx, addrs, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func noNodesLeft(t *testing.T, addrs []string, dir string) {
+	t.Helper()
+	s := connect(t, addrs)
+	children, _, err := s.Conn().Children(dir)
+	if err == nil {
+		require.Empty(t, children, "nodes left behind in %s", dir)
+	}
+	require.NoError(t, s.Close())
+}
+
+// A holder process killed with SIGKILL frees the lock once the ensemble
+// expires its session, not before.
+func TestKilledHolderFreesLockAtSessionExpiry(t *testing.T) {
+	srv := setup(t)
+	const timeout = 2 * time.Second
+	path := fmt.Sprintf("/e2e/killed-%d", time.Now().UnixNano())
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), "ZKRECIPES_CHILD=holder", "ZKRECIPES_ADDRS="+strings.Join(srv.Addrs(), ","),
+		"ZKRECIPES_PATH="+path, "ZKRECIPES_TIMEOUT="+timeout.String())
+	out, err := child.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, child.Start())
+	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(line, "token "), "child said %q", line)
+
+	s := connect(t, srv.Addrs())
+	m, _ := zklock.NewMutex(s, path)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = m.TryLock(ctx)
+	require.ErrorIs(t, err, zklock.ErrLocked, "the child holds the lock")
+
+	require.NoError(t, child.Process.Kill()) // SIGKILL: no goodbye to the server
+	killed := time.Now()
+	l, err := m.Lock(ctx)
+	require.NoError(t, err)
+	waited := time.Since(killed)
+	t.Logf("lock free %v after SIGKILL (session timeout %v)", waited, timeout)
+	// The lock can only be free once the server expires the session, a
+	// full timeout after it last heard from the child.
+	require.GreaterOrEqual(t, waited, timeout/2)
+	require.NoError(t, l.Unlock(ctx))
+	noNodesLeft(t, srv.Addrs(), path)
+}
+
+// A holder whose network is frozen is told its lease is over (Done closes)
+// before any other session can acquire the lock. Both instants are read
+// from this process's monotonic clock.
+func TestFrozenHolderIsToldBeforeAnotherAcquires(t *testing.T) {
+	srv := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	path := fmt.Sprintf("/e2e/frozen-%d", time.Now().UnixNano())
+	var net zktest.Freezer
+	defer net.Thaw()
+	a := connect(t, srv.Addrs(), zkrecipes.WithSessionTimeout(2*time.Second), zkrecipes.WithDialer(net.Dial))
+	b := connect(t, srv.Addrs())
+	ma, _ := zklock.NewMutex(a, path)
+	mb, _ := zklock.NewMutex(b, path)
+	la, err := ma.Lock(ctx)
+	require.NoError(t, err)
+
+	var toldAt, acquiredAt time.Time
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		<-la.Done()
+		toldAt = time.Now()
+	}()
+	var lb *zklock.Lease
+	go func() {
+		defer wg.Done()
+		var err error
+		lb, err = mb.Lock(ctx)
+		acquiredAt = time.Now()
+		assert.NoError(t, err)
+	}()
+	time.Sleep(200 * time.Millisecond) // b is in line
+	frozenAt := time.Now()
+	net.Freeze()
+	wg.Wait()
+
+	t.Logf("holder told after %v, other acquired after %v (timeout %v)",
+		toldAt.Sub(frozenAt), acquiredAt.Sub(frozenAt), a.Timeout())
+	require.True(t, toldAt.Before(acquiredAt), "holder told at %v, other acquired at %v", toldAt, acquiredAt)
+	require.ErrorIs(t, la.Err(), zklock.ErrLockLost)
+	require.ErrorIs(t, la.Err(), zkrecipes.ErrSessionLost)
+	require.ErrorIs(t, a.Err(), zkrecipes.ErrSessionLost)
+	require.NoError(t, lb.Unlock(ctx))
+	net.Thaw()
+	noNodesLeft(t, srv.Addrs(), path)
+}
+
+// Killing the ensemble's leader mid-run: sessions survive the election, no
+// two contenders ever hold the lock at once, and work resumes.
+func TestLeaderKilledMidRun(t *testing.T) {
+	setup(t)
+	cluster := zktest.StartCluster(t, 3)
+	path := fmt.Sprintf("/e2e/leader-%d", time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	var inside atomic.Int32
+	var before, after atomic.Int64
+	var killed atomic.Bool
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 4 {
+		s := connect(t, cluster.Addrs(), zkrecipes.WithSessionTimeout(15*time.Second))
+		m, _ := zklock.NewMutex(s, path, zklock.WithData([]byte(fmt.Sprint(i))))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
+				l, err := m.Lock(lctx)
+				lcancel()
+				if err != nil {
+					if errors.Is(err, zklock.ErrLockLost) || s.Err() != nil {
+						t.Errorf("session should survive a leader election: %v", err)
+						return
+					}
+					time.Sleep(50 * time.Millisecond) // the ensemble is electing
+					continue
+				}
+				if n := inside.Add(1); n != 1 {
+					t.Errorf("%d holders at once", n)
+				}
+				time.Sleep(time.Millisecond)
+				inside.Add(-1)
+				if killed.Load() {
+					after.Add(1)
+				} else {
+					before.Add(1)
+				}
+				for {
+					err := l.Unlock(ctx)
+					if err == nil {
+						break
+					}
+					if errors.Is(err, zklock.ErrLockLost) {
+						t.Errorf("lease lost across a leader election: %v", err)
+						return
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	time.Sleep(1500 * time.Millisecond)
+	leader := cluster.Leader()
+	require.GreaterOrEqual(t, leader, 0)
+	killed.Store(true)
+	cluster.Stop(leader)
+	t.Logf("killed leader %d after %d cycles", leader, before.Load())
+	require.Eventually(t, func() bool { return after.Load() >= 50 }, 60*time.Second, 50*time.Millisecond,
+		"work resumes after the leader is killed")
+	close(stop)
+	wg.Wait()
+	t.Logf("%d cycles before the kill, %d after", before.Load(), after.Load())
+	noNodesLeft(t, cluster.Addrs(), path)
+}
