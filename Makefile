@@ -1,0 +1,32 @@
+# zkrecipes: the two commands the README promises, and the checks.
+#   make demo   start a ZooKeeper if none answers on $(ZK), then run the demo
+#   make test   the same set-up, then the whole test suite under the race detector
+ZK ?= 127.0.0.1:2181
+GO ?= go
+STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
+
+.PHONY: demo test zk-up zk-down lint bench
+
+zk-up:
+	bash scripts/zk-up.sh $(ZK)
+
+zk-down:
+	bash scripts/zk-down.sh
+
+demo: zk-up
+	ZK_CONNECT=$(ZK) $(GO) run ./cmd/zklock demo
+
+test: zk-up
+	$(GO) test -race -timeout 15m ./...
+
+lint:
+	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt: files above need formatting" && exit 1)
+	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
+	test -x $(STATICCHECK) || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
+	$(STATICCHECK) ./...
+	cd bench && $(STATICCHECK) ./...
+
+# Side by side with go-zookeeper's zk.Lock on one server, alternating rounds.
+bench: zk-up
+	cd bench && $(GO) run ./cmd/lockbench -zk $(ZK) -sessions 1,8,32 -d 3s -rounds 5
