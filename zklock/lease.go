@@ -53,6 +53,11 @@ func (w *ownWatch) await(ctx context.Context, s *zkrecipes.Session) (*zk.Stat, e
 // so a change to our node made before the event being handled is visible.
 func (w *ownWatch) fired(s *zkrecipes.Session) error {
 	select {
+	case <-w.ready:
+	default:
+		return nil // not set yet: token's await will find out
+	}
+	select {
 	case ev := <-w.ev:
 		return lostBy(s, ev)
 	default:

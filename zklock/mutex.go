@@ -117,7 +117,9 @@ func (m *Mutex) wait(ctx context.Context, w *zkrecipes.Watch, own *ownWatch) (zk
 	if !w.Exists() {
 		return zk.EventNodeDeleted, nil
 	}
+	// own's fields may be read only once ready is closed.
 	ready := own.ready
+	var ownEv <-chan zk.Event
 	for {
 		select {
 		case ev := <-w.Events():
@@ -127,7 +129,8 @@ func (m *Mutex) wait(ctx context.Context, w *zkrecipes.Watch, own *ownWatch) (zk
 			if _, err := own.await(ctx, m.s); err != nil {
 				return 0, err
 			}
-		case ev := <-own.ev:
+			ownEv = own.ev
+		case ev := <-ownEv:
 			return 0, lostBy(m.s, ev)
 		case <-m.s.Done():
 			return 0, fmt.Errorf("%w: %w", ErrLockLost, m.s.Err())
