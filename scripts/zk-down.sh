@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# zk-down.sh [host:port] - stop the ZooKeeper that scripts/zk-up.sh started
+# for host:port (default 127.0.0.1:2181): the local server named by its pid
+# file (its data is removed, its log kept), or the ensemble of
+# docker-compose.yml. A server zk-up did not start is left alone.
+set -euo pipefail
+
+addr=${1:-127.0.0.1:2181}
+port=${addr##*:}
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+dir=${ZK_UP_DIR:-/tmp/zkrecipes-zk-$port}
+pidfile=$dir/zookeeper.pid
+
+say() { printf 'zk-down: %s\n' "$*" >&2; }
+
+# alive PID: the process exists and is not a zombie (kill -0 succeeds on
+# zombies, which an init that does not reap may leave behind).
+alive() {
+	local stat
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	stat=${stat##*) }
+	[[ ${stat%% *} != Z ]]
+}
+
+backend=$(cat "$dir/backend" 2>/dev/null || true)
+
+if [[ $backend == docker ]]; then
+	say "stopping the ensemble of docker-compose.yml"
+	if docker compose version >/dev/null 2>&1; then
+		docker compose -f "$root/docker-compose.yml" down -v
+	else
+		docker-compose -f "$root/docker-compose.yml" down -v
+	fi
+	rm -f "$dir/backend"
+	exit 0
+fi
+
+if [[ ! -f $pidfile ]]; then
+	say "no $pidfile: zk-up started no local ZooKeeper for $addr; nothing to do"
+	exit 0
+fi
+pid=$(<"$pidfile")
+# Only kill the pid if it still is our server (pids are reused).
+if [[ -r /proc/$pid/cmdline ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "QuorumPeerMain $dir/zoo.cfg"; then
+	say "stopping ZooKeeper (pid $pid)"
+	kill "$pid" 2>/dev/null || true
+	for _ in $(seq 50); do # 10 s, then SIGKILL
+		alive "$pid" || break
+		sleep 0.2
+	done
+	if alive "$pid"; then
+		say "pid $pid ignores SIGTERM: killing it"
+		kill -9 "$pid" 2>/dev/null || true
+		for _ in $(seq 50); do
+			alive "$pid" || break
+			sleep 0.1
+		done
+	fi
+else
+	say "pid $pid is not zk-up's ZooKeeper any more (it died?)"
+fi
+rm -rf "$pidfile" "$dir/data" "$dir/backend"
+say "stopped; log kept in $dir/zookeeper.log"
