@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/zkrecipes/zkrecipes/zklock"
+)
+
+// holders is `zklock holders`: list a lock's contenders.
+func (c *cli) holders(args []string) (int, error) {
+	fs := c.flagSet("holders")
+	if err := c.parse(fs, args, "holders PATH"); err != nil {
+		return exitUsage, err
+	}
+	if fs.NArg() != 1 {
+		return exitUsage, usagef("holders: want one PATH, got %d arguments", fs.NArg())
+	}
+	path := fs.Arg(0)
+	if err := checkPath(path); err != nil {
+		return exitUsage, usagef("holders: %v", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	s, err := c.connect(ctx, c.log)
+	if err != nil {
+		return exitFailure, err
+	}
+	defer s.Close()
+	m, err := zklock.NewMutex(s, path)
+	if err != nil {
+		return exitFailure, err
+	}
+	cs, err := m.Contenders(ctx)
+	if err != nil {
+		return exitFailure, err
+	}
+	if len(cs) == 0 {
+		fmt.Fprintf(c.stdout, "%s: no holder, no waiters\n", path)
+		return exitOK, nil
+	}
+	printContenders(c.stdout, cs, true)
+	return exitOK, nil
+}
+
+// printContenders prints a lock's line as a table, holder first, with each
+// node's full path or only its name.
+func printContenders(w io.Writer, cs []zklock.Contender, fullPath bool) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROLE\tNODE\tSESSION\tTOKEN\tDATA")
+	for i, c := range cs {
+		role := "holder"
+		if i > 0 {
+			role = "waiter " + strconv.Itoa(i)
+		}
+		node := c.Path
+		if !fullPath {
+			node = node[strings.LastIndex(node, "/")+1:]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t0x%x\t%d\t%s\n", role, node, c.SessionID, c.Token, printable(c.Data))
+	}
+	tw.Flush()
+}
+
+// printable shows node data as is when it is printable text, else quoted.
+func printable(b []byte) string {
+	s := string(b)
+	if !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}

@@ -1,0 +1,356 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/zklock"
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+// The tests run the zklock binary, built once per test binary, against a
+// real ZooKeeper from zktest.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary returns the path of the zklock binary, built on first use into a
+// directory that TestMain removes (a test's TempDir would vanish with the
+// first test, and building once saves a link per test).
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "zklock-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binPath = filepath.Join(dir, "zklock")
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// lockPath is a lock path of the test's own on the shared server.
+func lockPath(t *testing.T) string {
+	return fmt.Sprintf("/zklock-cmd-test/%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano())
+}
+
+// zklockCmd returns the binary's command against server addr. It is killed
+// when the test ends, if still running.
+func zklockCmd(t *testing.T, addr string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(binary(t), append([]string{"-zk", addr}, args...)...)
+	cmd.Stdout, cmd.Stderr = new(bytes.Buffer), new(bytes.Buffer)
+	t.Cleanup(func() {
+		if cmd.Process != nil && cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return cmd
+}
+
+// status runs cmd to completion and returns its exit status.
+func status(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("%v: %v", cmd.Args, err)
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+func stdout(cmd *exec.Cmd) string { return cmd.Stdout.(*bytes.Buffer).String() }
+func stderr(cmd *exec.Cmd) string { return cmd.Stderr.(*bytes.Buffer).String() }
+
+// waitFile waits until a file exists: the sign that a CMD holds the lock.
+func waitFile(t *testing.T, name string, cmd *exec.Cmd) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(name); err == nil {
+			return
+		}
+	}
+	t.Fatalf("%s not created; zklock stderr:\n%s", name, stderr(cmd))
+}
+
+func TestRunPropagatesExitStatusAndToken(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t).Addr()
+	path := lockPath(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+
+	cmd := zklockCmd(t, addr, "run", path, "--", "sh", "-c", `printf %s "$ZKLOCK_TOKEN" > "$1"; exit 3`, "sh", tokenFile)
+	if got := status(t, cmd); got != 3 {
+		t.Fatalf("exit status %d, want 3; stderr:\n%s", got, stderr(cmd))
+	}
+	b, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token, err := strconv.ParseInt(string(b), 10, 64); err != nil || token <= 0 {
+		t.Fatalf("ZKLOCK_TOKEN = %q, want a positive integer", b)
+	}
+
+	for _, tc := range []struct {
+		argv []string
+		want int
+	}{
+		{[]string{"sh", "-c", "kill -KILL $$"}, 128 + 9},
+		{[]string{"true"}, 0},
+		{[]string{"no-such-command-zklock-test"}, exitNotFound},
+	} {
+		cmd := zklockCmd(t, addr, append([]string{"run", path, "--"}, tc.argv...)...)
+		if got := status(t, cmd); got != tc.want {
+			t.Errorf("%v: exit status %d, want %d; stderr:\n%s", tc.argv, got, tc.want, stderr(cmd))
+		}
+	}
+}
+
+func TestRunIsMutuallyExclusive(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t).Addr()
+	path := lockPath(t)
+	log := filepath.Join(t.TempDir(), "log")
+	const n = 3
+
+	cmds := make([]*exec.Cmd, n)
+	for i := range cmds {
+		cmds[i] = zklockCmd(t, addr, "run", path, "--", "sh", "-c",
+			`echo "start $ZKLOCK_TOKEN" >> "$1"; sleep 0.3; echo "end $ZKLOCK_TOKEN" >> "$1"`, "sh", log)
+		if err := cmds[i].Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("%v; stderr:\n%s", err, stderr(cmd))
+		}
+	}
+
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2*n {
+		t.Fatalf("log has %d lines, want %d:\n%s", len(lines), 2*n, b)
+	}
+	var last int64
+	for i := 0; i < len(lines); i += 2 {
+		var start, end int64
+		if _, err := fmt.Sscanf(lines[i], "start %d", &start); err != nil {
+			t.Fatalf("line %d: %q, want start: interleaved?\n%s", i+1, lines[i], b)
+		}
+		if _, err := fmt.Sscanf(lines[i+1], "end %d", &end); err != nil || end != start {
+			t.Fatalf("line %d: %q, want end %d: interleaved?\n%s", i+2, lines[i+1], start, b)
+		}
+		if start <= last {
+			t.Fatalf("token %d after %d: tokens must increase\n%s", start, last, b)
+		}
+		last = start
+	}
+}
+
+func TestRunTimeoutAndHolders(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t).Addr()
+	path := lockPath(t)
+	held := filepath.Join(t.TempDir(), "held")
+
+	holder := zklockCmd(t, addr, "run", "-data", "the holder", path, "--", "sh", "-c", `touch "$1"; exec sleep 30`, "sh", held)
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, held, holder)
+
+	timedOut := zklockCmd(t, addr, "run", "-timeout", "200ms", path, "--", "true")
+	if got := status(t, timedOut); got != exitTimeout {
+		t.Fatalf("run -timeout: exit status %d, want %d; stderr:\n%s", got, exitTimeout, stderr(timedOut))
+	}
+
+	waiter := zklockCmd(t, addr, "run", "-data", "a waiter", path, "--", "true")
+	if err := waiter.Start(); err != nil {
+		t.Fatal(err)
+	}
+	want := regexp.MustCompile(`(?s)^ROLE.*\nholder +` + regexp.QuoteMeta(path) + `/\S+ +0x[0-9a-f]+ +\d+ +the holder\n` +
+		`waiter 1 +` + regexp.QuoteMeta(path) + `/\S+ +0x[0-9a-f]+ +\d+ +a waiter\n$`)
+	var out string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		holders := zklockCmd(t, addr, "holders", path)
+		if got := status(t, holders); got != 0 {
+			t.Fatalf("holders: exit status %d; stderr:\n%s", got, stderr(holders))
+		}
+		if out = stdout(holders); want.MatchString(out) {
+			break
+		}
+	}
+	if !want.MatchString(out) {
+		t.Fatalf("holders printed:\n%s\nwant a match for %s", out, want)
+	}
+
+	// SIGTERM to zklock is forwarded to CMD (sleep dies of it); then the
+	// lock goes to the waiter.
+	holder.Process.Signal(syscall.SIGTERM)
+	holder.Wait()
+	if got := holder.ProcessState.ExitCode(); got != 128+int(syscall.SIGTERM) {
+		t.Errorf("holder: exit status %d after SIGTERM, want %d; stderr:\n%s", got, 128+int(syscall.SIGTERM), stderr(holder))
+	}
+	if err := waiter.Wait(); err != nil {
+		t.Fatalf("waiter: %v; stderr:\n%s", err, stderr(waiter))
+	}
+	holders := zklockCmd(t, addr, "holders", path)
+	if status(t, holders); !strings.Contains(stdout(holders), "no holder, no waiters") {
+		t.Errorf("holders after both ran:\n%s", stdout(holders))
+	}
+}
+
+// TestRunLeaseLost deletes the holder's node from another session: zklock
+// must stop CMD (SIGTERM, then SIGKILL as CMD ignores SIGTERM) and exit 75.
+func TestRunLeaseLost(t *testing.T) {
+	addr := zktest.Start(t).Addr()
+	defer goleak.VerifyNone(t)
+	path := lockPath(t)
+	held := filepath.Join(t.TempDir(), "held")
+
+	run := zklockCmd(t, addr, "run", "-grace", "300ms", path, "--",
+		"sh", "-c", `trap "" TERM; touch "$1"; while :; do sleep 0.1; done`, "sh", held)
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, held, run)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := zkrecipes.Connect(ctx, []string{addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	m, err := zklock.NewMutex(s, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := m.Contenders(ctx)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("contenders %v, %v; want the one holder", cs, err)
+	}
+	if err := s.Conn().Delete(cs[0].Path, -1); err != nil {
+		t.Fatal(err)
+	}
+
+	begin := time.Now()
+	err = run.Wait()
+	t.Logf("zklock stderr:\n%s", stderr(run))
+	if got := run.ProcessState.ExitCode(); got != exitLost {
+		t.Fatalf("exit status %d (%v), want %d; stderr:\n%s", got, err, exitLost, stderr(run))
+	}
+	if took := time.Since(begin); took > 10*time.Second {
+		t.Errorf("zklock took %v to stop CMD", took)
+	}
+	for _, want := range []string{"lost the lock on " + path, "deleted by another client", "SIGTERM", "SIGKILL"} {
+		if !strings.Contains(stderr(run), want) {
+			t.Errorf("stderr does not mention %q:\n%s", want, stderr(run))
+		}
+	}
+}
+
+func TestDemo(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t).Addr()
+	cmd := zklockCmd(t, addr, "demo", "-workers", "4", "-rounds", "3", "-hold", "10ms", "-path", lockPath(t))
+	got := status(t, cmd)
+	t.Logf("demo output:\n%s", stdout(cmd))
+	if got != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", got, stderr(cmd))
+	}
+	for _, want := range []string{"Hand-offs: 12 ", "FIFO: yes", "Tokens strictly increasing: yes", "after the sessions closed: none"} {
+		if !strings.Contains(stdout(cmd), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+// TestDemoInProcess runs the demo in this process, to check that the tool
+// leaves no goroutine behind.
+func TestDemoInProcess(t *testing.T) {
+	addr := zktest.Start(t).Addr()
+	defer goleak.VerifyNone(t)
+	var out, errs bytes.Buffer
+	code := realMain([]string{"-zk", addr, "demo", "-workers", "3", "-rounds", "2", "-hold", "0s", "-path", lockPath(t)}, &out, &errs)
+	if code != 0 || !strings.Contains(out.String(), "FIFO: yes") {
+		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, &out, &errs)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string // in stderr
+	}{
+		{nil, "no command given"},
+		{[]string{"frob"}, `unknown command "frob"`},
+		{[]string{"-nosuchflag", "run"}, "flag provided but not defined"},
+		{[]string{"run"}, "missing PATH"},
+		{[]string{"run", "relative", "--", "true"}, "must be absolute"},
+		{[]string{"run", "/a/"}, "must not end with '/'"},
+		{[]string{"run", "/a"}, "missing -- and CMD"},
+		{[]string{"run", "/a", "true"}, "missing -- between PATH and CMD"},
+		{[]string{"run", "/a", "--"}, "missing CMD"},
+		{[]string{"run", "/a", "-timeout", "1s", "--", "true"}, "flags go before PATH"},
+		{[]string{"run", "-timeout", "-1s", "/a", "--", "true"}, "-timeout must not be negative"},
+		{[]string{"run", "-timeout", "soon", "/a", "--", "true"}, "invalid value"},
+		{[]string{"-zk", " ", "run", "/a", "--", "true"}, "no ZooKeeper server"},
+		{[]string{"holders"}, "want one PATH"},
+		{[]string{"holders", "/zookeeper/x"}, "reserved"},
+		{[]string{"demo", "-workers", "0"}, "-workers must be at least 1"},
+		{[]string{"demo", "extra"}, `unexpected argument "extra"`},
+	} {
+		// No server is needed: bad input is refused before connecting.
+		cmd := exec.Command(binary(t), tc.args...)
+		cmd.Env = append(os.Environ(), "ZK_CONNECT=127.0.0.1:1")
+		var errs bytes.Buffer
+		cmd.Stderr = &errs
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitUsage {
+			t.Errorf("zklock %q: %v, want exit status %d", tc.args, err, exitUsage)
+		}
+		if !strings.Contains(errs.String(), tc.want) {
+			t.Errorf("zklock %q: stderr does not mention %q:\n%s", tc.args, tc.want, &errs)
+		}
+	}
+}
