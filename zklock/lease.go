@@ -102,13 +102,14 @@ type Lease struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	mu     sync.Mutex
-	err    error         // nil while held
-	sent   bool          // a release was sent; it may have been applied
-	unlock sync.Mutex    // one Unlock at a time
-	inUse  chan struct{} // closed when the Unlock in flight returns
-	stop   chan struct{} // tells the monitor to exit
-	exited chan struct{}
+	mu      sync.Mutex
+	version int32         // our node's data version: 0 unless the holder set it
+	err     error         // nil while held
+	sent    bool          // a release was sent; it may have been applied
+	unlock  sync.Mutex    // one Unlock at a time
+	inUse   chan struct{} // closed when the Unlock in flight returns
+	stop    chan struct{} // tells the monitor to exit
+	exited  chan struct{}
 }
 
 func newLease(s *zkrecipes.Session, path string, token int64, own *ownWatch) *Lease {
@@ -147,7 +148,7 @@ func (l *Lease) Err() error {
 // only while this lease's node exists unchanged, so only while it is held.
 // It fences writes to ZooKeeper itself; for other resources use Token.
 func (l *Lease) Guard() *zk.CheckVersionRequest {
-	return &zk.CheckVersionRequest{Path: l.path, Version: 0}
+	return &zk.CheckVersionRequest{Path: l.path, Version: l.dataVersion()}
 }
 
 // end records why the lease ended; the first reason wins.
@@ -210,7 +211,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 }
 
 // monitor ends the lease when it is lost: the session is over, or our node
-// changed while no release was in flight.
+// was deleted or changed by anyone but its holder.
 func (l *Lease) monitor(own *ownWatch) {
 	defer close(l.exited)
 	select {
@@ -221,13 +222,63 @@ func (l *Lease) monitor(own *ownWatch) {
 		l.changed(err)
 		return
 	}
-	select {
-	case ev := <-own.ev:
-		l.changed(lostBy(l.s, ev))
-	case <-l.s.Done():
-		l.end(fmt.Errorf("%w: %w", ErrLockLost, l.s.Err()))
-	case <-l.stop:
+	ev := own.ev
+	for {
+		select {
+		case e := <-ev:
+			if e.Type == zk.EventNodeDataChanged && !l.releaseSent() {
+				// Our own write (election's Proclaim) is no loss: set the
+				// watch again and compare versions.
+				_, st, next, err := l.s.Conn().GetW(l.path)
+				if err == nil && st.Version == l.dataVersion() {
+					ev = next
+					continue
+				}
+			}
+			l.changed(lostBy(l.s, e))
+			return
+		case <-l.s.Done():
+			l.end(fmt.Errorf("%w: %w", ErrLockLost, l.s.Err()))
+			return
+		case <-l.stop:
+			return
+		}
 	}
+}
+
+func (l *Lease) releaseSent() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sent
+}
+
+func (l *Lease) dataVersion() int32 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.version
+}
+
+// setData changes the data of the lease's node, as its holder: the watch on
+// the node then takes the change for the holder's own, and Guard checks the
+// new version.
+func (l *Lease) setData(ctx context.Context, data []byte) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	v := l.version
+	l.version = v + 1
+	l.mu.Unlock()
+	err := zkrecipes.Call(ctx, func() error {
+		_, err := l.s.Conn().Set(l.path, data, v)
+		return err
+	})
+	if err != nil && !zkrecipes.IsAmbiguous(err) {
+		l.mu.Lock()
+		l.version = v
+		l.mu.Unlock()
+	}
+	return err
 }
 
 // changed handles a change to our node: our own release, or a loss.

@@ -61,7 +61,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (*Lease, error) {
 	token, err := m.await(ctx, e, own, wait)
 	if err != nil {
 		e.discard()
-		return nil, err
+		return nil, fmt.Errorf("zklock: lock %s: %w", m.dir, err)
 	}
 	return newLease(m.s, e.path, token, own), nil
 }
@@ -80,10 +80,10 @@ func (m *Mutex) await(ctx context.Context, e *entry, own *ownWatch, wait bool) (
 			return 0, fmt.Errorf("%w: our node %s vanished while waiting", ErrLockLost, e.path)
 		}
 		if i == 0 {
-			return m.token(ctx, e, own)
+			return e.token(ctx, own)
 		}
 		if !wait {
-			return 0, fmt.Errorf("%w: %s is held by %s", ErrLocked, m.dir, line[0].name)
+			return 0, fmt.Errorf("%w: held by %s", ErrLocked, line[0].name)
 		}
 
 		// Wait for the contender just ahead of us, and for nothing else.
@@ -92,7 +92,7 @@ func (m *Mutex) await(ctx context.Context, e *entry, own *ownWatch, wait bool) (
 		if err != nil {
 			return 0, err
 		}
-		ev, err := m.wait(ctx, w, own)
+		_, ev, err := waitAny(ctx, m.s, own, w)
 		if err != nil {
 			return 0, err
 		}
@@ -105,52 +105,10 @@ func (m *Mutex) await(ctx context.Context, e *entry, own *ownWatch, wait bool) (
 		switch {
 		case ev == zk.EventNodeDeleted && i == 1,
 			ev == zk.EventNodeDataChanged && pred.ours():
-			return m.token(ctx, e, own)
+			return e.token(ctx, own)
 		}
 		// Someone further ahead gave up, or a foreign node changed: list again.
 	}
-}
-
-// wait waits for the watched node to change while watching our own node,
-// the session and ctx.
-func (m *Mutex) wait(ctx context.Context, w *zkrecipes.Watch, own *ownWatch) (zk.EventType, error) {
-	if !w.Exists() {
-		return zk.EventNodeDeleted, nil
-	}
-	// own's fields may be read only once ready is closed.
-	ready := own.ready
-	var ownEv <-chan zk.Event
-	for {
-		select {
-		case ev := <-w.Events():
-			return m.s.WatchEvent(ev)
-		case <-ready:
-			ready = nil
-			if _, err := own.await(ctx, m.s); err != nil {
-				return 0, err
-			}
-			ownEv = own.ev
-		case ev := <-ownEv:
-			return 0, lostBy(m.s, ev)
-		case <-m.s.Done():
-			return 0, fmt.Errorf("%w: %w", ErrLockLost, m.s.Err())
-		case <-ctx.Done():
-			return 0, fmt.Errorf("zklock: lock %s: %w", m.dir, context.Cause(ctx))
-		}
-	}
-}
-
-// token is our node's Czxid: known from the create's reply, or else read
-// with the watch on our own node.
-func (m *Mutex) token(ctx context.Context, e *entry, own *ownWatch) (int64, error) {
-	if e.czxid != 0 {
-		return e.czxid, nil
-	}
-	st, err := own.await(ctx, m.s)
-	if err != nil {
-		return 0, err
-	}
-	return st.Czxid, nil
 }
 
 // Contender is one node in a lock's line.

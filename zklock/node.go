@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -33,6 +34,9 @@ const (
 )
 
 var lockName = regexp.MustCompile(`(?:-lock-|__lock__)(-\d{9,10}|\d{10})$`)
+
+// seqSuffix is the sequence number at the end of any sequential node.
+var seqSuffix = regexp.MustCompile(`(-\d{9,10}|\d{10})$`)
 
 // contender is one node in a recipe's directory.
 type contender struct {
@@ -179,7 +183,7 @@ func enter(ctx context.Context, s *zkrecipes.Session, dir, marker string, data [
 
 func newEntry(s *zkrecipes.Session, dir, path string, first *listing) (*entry, error) {
 	name := path[len(dir)+1:]
-	cs := contenders([]string{name}, lockName)
+	cs := contenders([]string{name}, seqSuffix)
 	if len(cs) == 0 {
 		return nil, fmt.Errorf("zklock: server returned unexpected node name %q", path)
 	}
@@ -291,4 +295,82 @@ func (e *entry) list(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("zklock: list %s: %w", e.dir, err)
 	}
 	return children, nil
+}
+
+// token is our node's Czxid: known from the create's reply, or else read
+// with the watch on our own node.
+func (e *entry) token(ctx context.Context, own *ownWatch) (int64, error) {
+	if e.czxid != 0 {
+		return e.czxid, nil
+	}
+	st, err := own.await(ctx, e.s)
+	if err != nil {
+		return 0, err
+	}
+	return st.Czxid, nil
+}
+
+// waitAny waits until one of the watched nodes changes or goes away, and
+// returns which and how. It also ends when our own node changes (a loss),
+// the session ends or ctx ends.
+func waitAny(ctx context.Context, s *zkrecipes.Session, own *ownWatch, ws ...*zkrecipes.Watch) (int, zk.EventType, error) {
+	for i, w := range ws {
+		if !w.Exists() {
+			return i, zk.EventNodeDeleted, nil
+		}
+	}
+	// own's fields may be read only once ready is closed.
+	ready := own.ready
+	var ownEv <-chan zk.Event
+	if len(ws) == 1 { // the common case, without reflection
+		for {
+			select {
+			case ev := <-ws[0].Events():
+				t, err := s.WatchEvent(ev)
+				return 0, t, err
+			case <-ready:
+				ready = nil
+				if _, err := own.await(ctx, s); err != nil {
+					return 0, 0, err
+				}
+				ownEv = own.ev
+			case ev := <-ownEv:
+				return 0, 0, lostBy(s, ev)
+			case <-s.Done():
+				return 0, 0, fmt.Errorf("%w: %w", ErrLockLost, s.Err())
+			case <-ctx.Done():
+				return 0, 0, context.Cause(ctx)
+			}
+		}
+	}
+	cases := make([]reflect.SelectCase, len(ws), len(ws)+4)
+	for i, w := range ws {
+		cases[i] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w.Events())}
+	}
+	n := len(ws)
+	cases = append(cases,
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ready)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ownEv)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.Done())},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())})
+	for {
+		i, v, _ := reflect.Select(cases)
+		switch {
+		case i < n:
+			t, err := s.WatchEvent(v.Interface().(zk.Event))
+			return i, t, err
+		case i == n:
+			cases[n].Chan = reflect.ValueOf((<-chan struct{})(nil))
+			if _, err := own.await(ctx, s); err != nil {
+				return 0, 0, err
+			}
+			cases[n+1].Chan = reflect.ValueOf(own.ev)
+		case i == n+1:
+			return 0, 0, lostBy(s, v.Interface().(zk.Event))
+		case i == n+2:
+			return 0, 0, fmt.Errorf("%w: %w", ErrLockLost, s.Err())
+		default:
+			return 0, 0, context.Cause(ctx)
+		}
+	}
 }
