@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -74,4 +76,14 @@ func bg(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// buildChild builds the program in testdata/<name> (a child process for
+// tests that kill one with SIGKILL) and returns its path.
+func buildChild(t *testing.T, name string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	out, err := exec.Command("go", "build", "-o", bin, "./testdata/"+name).CombinedOutput()
+	require.NoError(t, err, "go build ./testdata/%s: %s", name, out)
+	return bin
 }
