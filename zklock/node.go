@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes"
@@ -205,7 +206,12 @@ func findGUID(ctx context.Context, s *zkrecipes.Session, dir, prefix string) (st
 		case errors.Is(err, zk.ErrNoNode):
 			return "", false, nil
 		case err != nil && zkrecipes.IsAmbiguous(err) && ctx.Err() == nil && s.Err() == nil:
-			continue // the client is reconnecting; requests fail fast until then
+			// The client is reconnecting; ask again shortly.
+			select {
+			case <-time.After(50 * time.Millisecond):
+			case <-ctx.Done():
+			}
+			continue
 		case err != nil:
 			return "", false, err
 		}
