@@ -5,7 +5,7 @@ ZK ?= 127.0.0.1:2181
 GO ?= go
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: demo test zk-up zk-down lint bench
+.PHONY: demo test zk-up zk-down lint bench interop
 
 zk-up:
 	bash scripts/zk-up.sh $(ZK)
@@ -30,3 +30,8 @@ lint:
 # Side by side with go-zookeeper's zk.Lock on one server, alternating rounds.
 bench: zk-up
 	cd bench && $(GO) run ./cmd/lockbench -zk $(ZK) -sessions 1,8,32 -d 3s -rounds 5
+
+# A Go service sharing one lock path with Curator (Java) and with kazoo (Python).
+interop:
+	bash interop/install.sh
+	$(GO) test -race -count=1 -tags interop ./interop/

@@ -18,9 +18,11 @@ import (
 // and one Session, and each Lock gets its own Lease. It is not reentrant: a
 // goroutine that calls Lock while holding a lease waits for itself.
 //
-// It shares a lock path with Curator's InterProcessMutex, kazoo's Lock (with
-// extra_lock_patterns=["-lock-"]) and go-zookeeper's zk.Lock: all order the
-// same nodes the same way.
+// It can share a lock path with Curator's InterProcessMutex, with kazoo's
+// Lock (given extra_lock_patterns=["-lock-"]) or with go-zookeeper's zk.Lock:
+// it orders their nodes and ours by sequence number, as they do. Curator and
+// kazoo must not share a path with each other, with or without us: Curator
+// does not order kazoo's node names, and takes the lock while kazoo holds it.
 type Mutex struct {
 	s    *zkrecipes.Session
 	dir  string
