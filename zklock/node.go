@@ -116,6 +116,9 @@ func enter(ctx context.Context, s *zkrecipes.Session, dir, marker string, data [
 		if err := s.Err(); err != nil {
 			return nil, fmt.Errorf("zklock: enter %s: %w", dir, err)
 		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("zklock: enter %s: %w", dir, context.Cause(ctx))
+		}
 		type created struct {
 			path  string
 			first *listing
