@@ -65,12 +65,7 @@ func setup(t *testing.T) *zktest.Server {
 
 func connect(t testing.TB, addrs []string, opts ...zkrecipes.Option) *zkrecipes.Session {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := zkrecipes.Connect(ctx, addrs, opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
-	return s
+	return zktest.Connect(t, addrs, opts...)
 }
 
 func noNodesLeft(t *testing.T, addrs []string, dir string) {

@@ -32,12 +32,7 @@ func setup(t *testing.T) *zktest.Server {
 // connect opens a Session that is closed when the test ends.
 func connect(t testing.TB, addrs []string, opts ...zkrecipes.Option) *zkrecipes.Session {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	s, err := zkrecipes.Connect(ctx, addrs, opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
-	return s
+	return zktest.Connect(t, addrs, opts...)
 }
 
 // lockPath is a path no other test uses. When the test ends it must hold no
