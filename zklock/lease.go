@@ -107,6 +107,7 @@ type Lease struct {
 	err     error         // nil while held
 	sent    bool          // a release was sent; it may have been applied
 	unlock  sync.Mutex    // one Unlock at a time
+	write   sync.Mutex    // one setData at a time
 	inUse   chan struct{} // closed when the Unlock in flight returns
 	stop    chan struct{} // tells the monitor to exit
 	exited  chan struct{}
@@ -230,7 +231,7 @@ func (l *Lease) monitor(own *ownWatch) {
 				// Our own write (election's Proclaim) is no loss: set the
 				// watch again and compare versions.
 				_, st, next, err := l.s.Conn().GetW(l.path)
-				if err == nil && st.Version == l.dataVersion() {
+				if err == nil && st.Version <= l.dataVersion() {
 					ev = next
 					continue
 				}
@@ -262,6 +263,8 @@ func (l *Lease) dataVersion() int32 {
 // the node then takes the change for the holder's own, and Guard checks the
 // new version.
 func (l *Lease) setData(ctx context.Context, data []byte) error {
+	l.write.Lock() // one write at a time, so versions go up in the order sent
+	defer l.write.Unlock()
 	if err := l.Err(); err != nil {
 		return err
 	}
@@ -273,7 +276,14 @@ func (l *Lease) setData(ctx context.Context, data []byte) error {
 		_, err := l.s.Conn().Set(l.path, data, v)
 		return err
 	})
-	if err != nil && !zkrecipes.IsAmbiguous(err) {
+	switch {
+	case errors.Is(err, zk.ErrBadVersion):
+		// Someone else wrote our node: that is a loss, which the monitor,
+		// comparing versions, might take for this write.
+		l.end(fmt.Errorf("%w: our node was modified by another client", ErrLockLost))
+	case errors.Is(err, zk.ErrNoNode):
+		l.end(fmt.Errorf("%w: our node was deleted by another client", ErrLockLost))
+	case err != nil && !zkrecipes.IsAmbiguous(err):
 		l.mu.Lock()
 		l.version = v
 		l.mu.Unlock()
