@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes"
@@ -287,6 +288,17 @@ func (l *Lease) setData(ctx context.Context, data []byte) error {
 		l.mu.Lock()
 		l.version = v
 		l.mu.Unlock()
+	case err != nil && l.s.Err() == nil:
+		// The write may or may not have landed: learn the version it left,
+		// so Guard and the monitor stay right either way.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		var st *zk.Stat
+		if zkrecipes.Call(rctx, func() (err error) { _, st, err = l.s.Conn().Get(l.path); return err }) == nil {
+			l.mu.Lock()
+			l.version = st.Version
+			l.mu.Unlock()
+		}
 	}
 	return err
 }
