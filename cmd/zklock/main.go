@@ -1,5 +1,5 @@
-// Command zklock takes ZooKeeper locks from the shell, lists who holds them,
-// and shows the zklock recipe at work.
+// Command zklock takes ZooKeeper locks and runs leader elections from the
+// shell, lists who holds them, and shows the zklock recipe at work.
 //
 // Usage:
 //
@@ -24,6 +24,19 @@
 //	    Print the lock's holder, then its waiters in the order they will be
 //	    served: node path, session id, fencing token and data.
 //
+//	lead [-timeout D] [-value S] [-grace D] PATH -- CMD [ARGS...]
+//	    Campaign in the leader election at PATH (at most -timeout; 0, the
+//	    default, waits forever) and, once elected, run CMD as run does, with
+//	    ZKLOCK_TOKEN set to the term (a decimal integer, higher for every
+//	    later leader of PATH). When CMD exits, resign: the next campaigner
+//	    is elected. Signals, -grace and the loss of leadership (CMD gets
+//	    SIGTERM, then SIGKILL) are handled as by run. -value is stored in
+//	    the contender's node for `leader` (default: host, pid and CMD).
+//
+//	leader PATH
+//	    Print the election's leader: node path, session id, term and value.
+//	    With no leader, print "PATH: no leader" and exit 3.
+//
 //	demo [-workers N] [-rounds R] [-path P] [-hold D]
 //	    N workers, each with its own ZooKeeper session, take turns on one
 //	    lock R times each. Prints the line as ZooKeeper sees it, each
@@ -39,14 +52,16 @@
 //
 // Exit status:
 //
-//	0    success (run: CMD's own status; 128+N if CMD died of signal N)
+//	0    success (run, lead: CMD's own status; 128+N if CMD died of signal N)
 //	1    failure: ZooKeeper unreachable or failing, or a demo check failed
 //	2    bad usage
-//	73   run: the lock was not acquired within -timeout
-//	75   run: the lock was lost while CMD ran
-//	126  run: CMD could not be started
-//	127  run: CMD was not found
-//	128+N  zklock was interrupted by signal N while waiting for the lock
+//	3    leader: the election has no leader
+//	73   run, lead: the lock or leadership was not won within -timeout
+//	75   run, lead: the lock or leadership was lost while CMD ran
+//	126  run, lead: CMD could not be started
+//	127  run, lead: CMD was not found
+//	128+N  zklock was interrupted by signal N while waiting for the lock or
+//	       leadership
 //
 // A CMD that itself exits with 73 or 75 is indistinguishable by status
 // alone; zklock's own failures are also reported on stderr.
@@ -72,6 +87,7 @@ const (
 	exitOK       = 0
 	exitFailure  = 1
 	exitUsage    = 2
+	exitNoLeader = 3
 	exitTimeout  = 73 // EX_CANTCREAT
 	exitLost     = 75 // EX_TEMPFAIL
 	exitNoExec   = 126
@@ -136,6 +152,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	commands := map[string]func([]string) (int, error){
 		"run":     c.run,
 		"holders": c.holders,
+		"lead":    c.lead,
+		"leader":  c.leader,
 		"demo":    c.demo,
 	}
 	cmd, ok := commands[fs.Arg(0)]
@@ -164,6 +182,10 @@ Commands:
         hold the lock at PATH while CMD runs (ZKLOCK_TOKEN = fencing token)
   holders PATH
         list the lock's holder and waiters
+  lead [-timeout D] [-value S] [-grace D] PATH -- CMD [ARGS...]
+        once elected leader at PATH, run CMD (ZKLOCK_TOKEN = term); then resign
+  leader PATH
+        print the election's leader (exit 3 if none)
   demo [-workers N] [-rounds R] [-path P] [-hold D]
         show N sessions taking turns on one lock
 
@@ -172,10 +194,12 @@ Common flags (before or after COMMAND):
   -session-timeout D   ZooKeeper session timeout (default 10s)
   -v                   log at info level; -v -v for debug
 
-Exit status: 0 ok (run: CMD's status, 128+N if it died of signal N),
-1 failure, 2 bad usage, 73 run: lock not acquired within -timeout,
-75 run: lock lost while CMD ran, 126/127 run: CMD cannot be run / not found,
-128+N interrupted by signal N while waiting for the lock.
+Exit status: 0 ok (run, lead: CMD's status, 128+N if it died of signal N),
+1 failure, 2 bad usage, 3 leader: no leader,
+73 run, lead: lock or leadership not won within -timeout,
+75 run, lead: lock or leadership lost while CMD ran,
+126/127 run, lead: CMD cannot be run / not found,
+128+N interrupted by signal N while waiting for the lock or leadership.
 `
 
 // usage reports bad input with the usage of the command, if one was given.

@@ -139,7 +139,15 @@ func TestRunPropagatesExitStatusAndToken(t *testing.T) {
 	}
 }
 
-func TestRunIsMutuallyExclusive(t *testing.T) {
+func TestRunIsMutuallyExclusive(t *testing.T) { testExclusive(t, "run") }
+
+// TestLeadIsMutuallyExclusive: CMDs of contenders in one election never
+// overlap, and terms increase.
+func TestLeadIsMutuallyExclusive(t *testing.T) { testExclusive(t, "lead") }
+
+// testExclusive starts three `zklock sub` on one path, whose CMDs must run
+// one after another with increasing tokens.
+func testExclusive(t *testing.T, sub string) {
 	t.Parallel()
 	addr := zktest.Start(t).Addr()
 	path := lockPath(t)
@@ -148,7 +156,7 @@ func TestRunIsMutuallyExclusive(t *testing.T) {
 
 	cmds := make([]*exec.Cmd, n)
 	for i := range cmds {
-		cmds[i] = zklockCmd(t, addr, "run", path, "--", "sh", "-c",
+		cmds[i] = zklockCmd(t, addr, sub, path, "--", "sh", "-c",
 			`echo "start $ZKLOCK_TOKEN" >> "$1"; sleep 0.3; echo "end $ZKLOCK_TOKEN" >> "$1"`, "sh", log)
 		if err := cmds[i].Start(); err != nil {
 			t.Fatal(err)
@@ -287,6 +295,160 @@ func TestRunLeaseLost(t *testing.T) {
 	}
 }
 
+func TestLeadPropagatesExitStatusAndToken(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t).Addr()
+	path := lockPath(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+
+	cmd := zklockCmd(t, addr, "lead", path, "--", "sh", "-c", `printf %s "$ZKLOCK_TOKEN" > "$1"; exit 3`, "sh", tokenFile)
+	if got := status(t, cmd); got != 3 {
+		t.Fatalf("exit status %d, want 3; stderr:\n%s", got, stderr(cmd))
+	}
+	b, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil || first <= 0 {
+		t.Fatalf("ZKLOCK_TOKEN = %q, want a positive integer", b)
+	}
+
+	// The first leader resigned: the next is elected at once, with a later term.
+	cmd = zklockCmd(t, addr, "lead", "-timeout", "20s", path, "--", "sh", "-c", `printf %s "$ZKLOCK_TOKEN" > "$1"`, "sh", tokenFile)
+	if got := status(t, cmd); got != 0 {
+		t.Fatalf("second lead: exit status %d, want 0; stderr:\n%s", got, stderr(cmd))
+	}
+	if b, err = os.ReadFile(tokenFile); err != nil {
+		t.Fatal(err)
+	}
+	if second, err := strconv.ParseInt(string(b), 10, 64); err != nil || second <= first {
+		t.Fatalf("second term %q, want an integer above %d", b, first)
+	}
+
+	for _, tc := range []struct {
+		argv []string
+		want int
+	}{
+		{[]string{"sh", "-c", "kill -KILL $$"}, 128 + 9},
+		{[]string{"false"}, 1},
+		{[]string{"no-such-command-zklock-test"}, exitNotFound},
+	} {
+		cmd := zklockCmd(t, addr, append([]string{"lead", path, "--"}, tc.argv...)...)
+		if got := status(t, cmd); got != tc.want {
+			t.Errorf("%v: exit status %d, want %d; stderr:\n%s", tc.argv, got, tc.want, stderr(cmd))
+		}
+	}
+}
+
+// leaderOf runs `zklock leader path` and returns its status and stdout.
+func leaderOf(t *testing.T, addr, path string) (int, string) {
+	t.Helper()
+	cmd := zklockCmd(t, addr, "leader", path)
+	code := status(t, cmd)
+	if code != 0 && code != exitNoLeader {
+		t.Fatalf("leader: exit status %d; stderr:\n%s", code, stderr(cmd))
+	}
+	return code, stdout(cmd)
+}
+
+func TestLeadTimeoutAndLeader(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t).Addr()
+	path := lockPath(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+
+	if code, out := leaderOf(t, addr, path); code != exitNoLeader || out != path+": no leader\n" {
+		t.Fatalf("leader before any campaign: status %d, output %q; want %d, \"no leader\"", code, out, exitNoLeader)
+	}
+
+	lead := zklockCmd(t, addr, "lead", "-value", "the leader", path, "--",
+		"sh", "-c", `printf %s "$ZKLOCK_TOKEN" > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 30`, "sh", tokenFile)
+	if err := lead.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, tokenFile, lead)
+	token, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	code, out := leaderOf(t, addr, path)
+	want := regexp.MustCompile(`^LEADER +SESSION +TERM +VALUE\n` + regexp.QuoteMeta(path) + `/\S+-elect-\d+ +0x[0-9a-f]+ +` +
+		regexp.QuoteMeta(string(token)) + ` +the leader\n$`)
+	if code != 0 || !want.MatchString(out) {
+		t.Fatalf("leader: status %d, printed:\n%s\nwant status 0 and a match for %s", code, out, want)
+	}
+
+	timedOut := zklockCmd(t, addr, "lead", "-timeout", "200ms", path, "--", "true")
+	if got := status(t, timedOut); got != exitTimeout {
+		t.Fatalf("lead -timeout: exit status %d, want %d; stderr:\n%s", got, exitTimeout, stderr(timedOut))
+	}
+	if code, out := leaderOf(t, addr, path); code != 0 || !want.MatchString(out) {
+		t.Fatalf("leader after a timed-out campaign: status %d, printed:\n%s", code, out)
+	}
+
+	// SIGTERM is forwarded to CMD; then zklock resigns.
+	lead.Process.Signal(syscall.SIGTERM)
+	lead.Wait()
+	if got := lead.ProcessState.ExitCode(); got != 128+int(syscall.SIGTERM) {
+		t.Errorf("lead: exit status %d after SIGTERM, want %d; stderr:\n%s", got, 128+int(syscall.SIGTERM), stderr(lead))
+	}
+	if code, out := leaderOf(t, addr, path); code != exitNoLeader || !strings.Contains(out, "no leader") {
+		t.Fatalf("leader after resigning: status %d, output %q; want %d, \"no leader\"", code, out, exitNoLeader)
+	}
+}
+
+// TestLeadLost deletes the leader's node from another session: zklock must
+// stop CMD (SIGTERM, then SIGKILL as CMD ignores SIGTERM) and exit 75.
+func TestLeadLost(t *testing.T) {
+	addr := zktest.Start(t).Addr()
+	defer goleak.VerifyNone(t)
+	path := lockPath(t)
+	held := filepath.Join(t.TempDir(), "held")
+
+	lead := zklockCmd(t, addr, "lead", "-grace", "300ms", path, "--",
+		"sh", "-c", `trap "" TERM; touch "$1"; while :; do sleep 0.1; done`, "sh", held)
+	if err := lead.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, held, lead)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := zkrecipes.Connect(ctx, []string{addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	el, err := zklock.NewElection(s, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := el.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Conn().Delete(l.Path, -1); err != nil {
+		t.Fatal(err)
+	}
+
+	begin := time.Now()
+	err = lead.Wait()
+	t.Logf("zklock stderr:\n%s", stderr(lead))
+	if got := lead.ProcessState.ExitCode(); got != exitLost {
+		t.Fatalf("exit status %d (%v), want %d", got, err, exitLost)
+	}
+	if took := time.Since(begin); took > 10*time.Second {
+		t.Errorf("zklock took %v to stop CMD", took)
+	}
+	for _, want := range []string{"lost leadership of " + path, "SIGTERM", "SIGKILL"} {
+		if !strings.Contains(stderr(lead), want) {
+			t.Errorf("stderr does not mention %q", want)
+		}
+	}
+}
+
 func TestDemo(t *testing.T) {
 	t.Parallel()
 	addr := zktest.Start(t).Addr()
@@ -336,6 +498,19 @@ func TestBadInput(t *testing.T) {
 		{[]string{"-zk", " ", "run", "/a", "--", "true"}, "no ZooKeeper server"},
 		{[]string{"holders"}, "want one PATH"},
 		{[]string{"holders", "/zookeeper/x"}, "reserved"},
+		{[]string{"lead"}, "lead: missing PATH"},
+		{[]string{"lead", "relative", "--", "true"}, "must be absolute"},
+		{[]string{"lead", "/a"}, "missing -- and CMD"},
+		{[]string{"lead", "/a", "true"}, "missing -- between PATH and CMD"},
+		{[]string{"lead", "/a", "--"}, "missing CMD"},
+		{[]string{"lead", "/a", "-value", "x", "--", "true"}, "flags go before PATH"},
+		{[]string{"lead", "-timeout", "-1s", "/a", "--", "true"}, "lead: -timeout must not be negative"},
+		{[]string{"lead", "-grace", "-1s", "/a", "--", "true"}, "lead: -grace must not be negative"},
+		{[]string{"lead", "-data", "x", "/a", "--", "true"}, "flag provided but not defined"},
+		{[]string{"leader"}, "leader: want one PATH"},
+		{[]string{"leader", "/a", "/b"}, "leader: want one PATH"},
+		{[]string{"leader", "/zookeeper/x"}, "reserved"},
+		{[]string{"leader", "-timeout", "1s", "/a"}, "flag provided but not defined"},
 		{[]string{"demo", "-workers", "0"}, "-workers must be at least 1"},
 		{[]string{"demo", "extra"}, `unexpected argument "extra"`},
 	} {

@@ -3,8 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
-	"io/fs"
+	iofs "io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -17,91 +18,141 @@ import (
 	"github.com/zkrecipes/zkrecipes/zklock"
 )
 
-// errLockTimeout ends the wait for the lock when -timeout passes.
-var errLockTimeout = errors.New("timed out waiting for the lock")
+// errTimeout ends the wait for the lock or leadership when -timeout passes.
+var errTimeout = errors.New("-timeout passed")
 
-// releaseTimeout bounds the release of the lock after CMD exits. If it
-// passes, closing the session removes the node anyway.
+// releaseTimeout bounds the release of the lock (or the resignation) after
+// CMD exits. If it passes, closing the session removes the node anyway.
 const releaseTimeout = 10 * time.Second
 
 // run is `zklock run`: hold the lock at PATH while CMD runs.
 func (c *cli) run(args []string) (int, error) {
 	fs := c.flagSet("run")
-	timeout := fs.Duration("timeout", 0, "give up (exit 73) if the lock is not acquired within `D`; 0 waits forever")
 	data := fs.String("data", "", "`text` stored in the lock node, shown by holders (default: host, pid and CMD)")
-	grace := fs.Duration("grace", 5*time.Second, "if the lock is lost, wait `D` between SIGTERM and SIGKILL to CMD")
-	if err := c.parse(fs, args, "run [-timeout D] [-data S] [-grace D] PATH -- CMD [ARGS...]"); err != nil {
+	h, err := c.parseHeld(fs, args, "run", "run [-timeout D] [-data S] [-grace D] PATH -- CMD [ARGS...]",
+		"the lock", "give up (exit 73) if the lock is not acquired within `D`; 0 waits forever")
+	if err != nil {
 		return exitUsage, err
-	}
-	path, argv, err := runArgs(fs.Args())
-	switch {
-	case err != nil:
-		return exitUsage, err
-	case *timeout < 0:
-		return exitUsage, usagef("run: -timeout must not be negative")
-	case *grace < 0:
-		return exitUsage, usagef("run: -grace must not be negative")
 	}
 	if *data == "" {
-		host, _ := os.Hostname()
-		*data = fmt.Sprintf("%s pid %d: %s", host, os.Getpid(), strings.Join(argv, " "))
+		*data = defaultData(h.argv)
 	}
-
-	// From here on, SIGINT and SIGTERM are ours to handle: they cancel the
-	// wait for the lock, or are forwarded to CMD.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-
-	s, lease, code, err := c.acquire(path, *data, *timeout, sigs)
-	if err != nil {
-		return code, err
+	h.what = "the lock on " + h.path
+	h.take = func(ctx context.Context, s *zkrecipes.Session) (*zklock.Lease, func(context.Context) error, error) {
+		m, err := zklock.NewMutex(s, h.path, zklock.WithData([]byte(*data)))
+		if err != nil {
+			return nil, nil, err
+		}
+		lease, err := m.Lock(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		return lease, lease.Unlock, nil
 	}
-	defer s.Close() // if the release fails, this removes the node
-	code, lost := c.runLocked(path, lease, argv, *grace, sigs)
-
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-	defer cancel()
-	switch err := lease.Unlock(ctx); {
-	case lost:
-		return exitLost, nil // reported when it happened
-	case err != nil:
-		c.log.Warn("could not confirm the release; closing the session removes the node", "path", path, "err", err)
-	default:
-		c.log.Info("lock released", "path", path)
-	}
-	return code, nil
+	return c.hold(h)
 }
 
-// runArgs splits "PATH -- CMD [ARGS...]".
-func runArgs(args []string) (path string, argv []string, err error) {
+// held is what run and lead hold while CMD runs: a lock, or leadership.
+type held struct {
+	path    string
+	what    string // "the lock on PATH", "leadership of PATH": for messages
+	argv    []string
+	timeout time.Duration // 0: wait forever
+	grace   time.Duration // between SIGTERM and SIGKILL once lost
+
+	// take waits, on the session s, until it holds; ctx ends the wait. It
+	// returns the lease and what gives it up.
+	take func(ctx context.Context, s *zkrecipes.Session) (*zklock.Lease, func(context.Context) error, error)
+}
+
+// parseHeld parses the flags of run or lead (name), with -timeout and -grace
+// added to the flags fs already has, and splits "PATH -- CMD [ARGS...]".
+// noun is what is held, for -grace's usage.
+func (c *cli) parseHeld(fs *flag.FlagSet, args []string, name, synopsis, noun, timeoutUsage string) (held, error) {
+	timeout := fs.Duration("timeout", 0, timeoutUsage)
+	grace := fs.Duration("grace", 5*time.Second, "if "+noun+" is lost, wait `D` between SIGTERM and SIGKILL to CMD")
+	if err := c.parse(fs, args, synopsis); err != nil {
+		return held{}, err
+	}
+	path, argv, err := cmdArgs(name, fs.Args())
+	switch {
+	case err != nil:
+		return held{}, err
+	case *timeout < 0:
+		return held{}, usagef("%s: -timeout must not be negative", name)
+	case *grace < 0:
+		return held{}, usagef("%s: -grace must not be negative", name)
+	}
+	return held{path: path, argv: argv, timeout: *timeout, grace: *grace}, nil
+}
+
+// defaultData is what run and lead store in their node unless told: host,
+// pid and CMD.
+func defaultData(argv []string) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s pid %d: %s", host, os.Getpid(), strings.Join(argv, " "))
+}
+
+// cmdArgs splits "PATH -- CMD [ARGS...]" for the command name.
+func cmdArgs(name string, args []string) (path string, argv []string, err error) {
 	if len(args) == 0 {
-		return "", nil, usagef("run: missing PATH")
+		return "", nil, usagef("%s: missing PATH", name)
 	}
 	path = args[0]
 	if err := checkPath(path); err != nil {
-		return "", nil, usagef("run: %v", err)
+		return "", nil, usagef("%s: %v", name, err)
 	}
 	switch {
 	case len(args) == 1:
-		return "", nil, usagef("run: missing -- and CMD after PATH")
+		return "", nil, usagef("%s: missing -- and CMD after PATH", name)
 	case args[1] != "--" && strings.HasPrefix(args[1], "-"):
-		return "", nil, usagef("run: unexpected %q after PATH: flags go before PATH", args[1])
+		return "", nil, usagef("%s: unexpected %q after PATH: flags go before PATH", name, args[1])
 	case args[1] != "--":
-		return "", nil, usagef("run: missing -- between PATH and CMD")
+		return "", nil, usagef("%s: missing -- between PATH and CMD", name)
 	case len(args) == 2:
-		return "", nil, usagef("run: missing CMD after --")
+		return "", nil, usagef("%s: missing CMD after --", name)
 	}
 	return path, args[2:], nil
 }
 
-// acquire connects and waits for the lock, until timeout (if not 0) or a
-// signal. It returns the session and lease, or the exit status and error.
-func (c *cli) acquire(path, data string, timeout time.Duration, sigs <-chan os.Signal) (*zkrecipes.Session, *zklock.Lease, int, error) {
+// hold waits until it holds h, runs CMD while it does, then lets go. It
+// returns zklock's exit status.
+func (c *cli) hold(h held) (int, error) {
+	// From here on, SIGINT and SIGTERM are ours to handle: they cancel the
+	// wait, or are forwarded to CMD.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	s, lease, release, code, err := c.acquire(h, sigs)
+	if err != nil {
+		return code, err
+	}
+	defer s.Close() // if the release fails, this removes the node
+	code, lost := c.supervise(h, lease, sigs)
+
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	switch err := release(ctx); {
+	case lost:
+		return exitLost, nil // reported when it happened
+	case err != nil:
+		c.log.Warn("could not confirm the release; closing the session removes the node", "path", h.path, "err", err)
+	default:
+		c.log.Info("released", "what", h.what)
+	}
+	return code, nil
+}
+
+// acquire connects and waits to hold h, until its timeout (if not 0) or a
+// signal. It returns the session, lease and release, or the exit status and
+// error.
+func (c *cli) acquire(h held, sigs <-chan os.Signal) (*zkrecipes.Session, *zklock.Lease, func(context.Context) error, int, error) {
 	type result struct {
-		s     *zkrecipes.Session
-		lease *zklock.Lease
-		err   error
+		s       *zkrecipes.Session
+		lease   *zklock.Lease
+		release func(context.Context) error
+		err     error
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -109,7 +160,7 @@ func (c *cli) acquire(path, data string, timeout time.Duration, sigs <-chan os.S
 	begin := time.Now()
 	go func() {
 		var r result
-		r.s, r.lease, r.err = c.lock(ctx, path, data, timeout)
+		r.s, r.lease, r.release, r.err = c.take(ctx, h)
 		done <- r
 	}()
 
@@ -119,53 +170,55 @@ func (c *cli) acquire(path, data string, timeout time.Duration, sigs <-chan os.S
 	case sig := <-sigs:
 		cancel()
 		if r = <-done; r.s != nil {
-			r.s.Close() // releases the lease too, if Lock won the race
+			r.s.Close() // releases the lease too, if take won the race
 		}
-		return nil, nil, 128 + signum(sig), fmt.Errorf("gave up waiting for %s: got %s", path, signame(sig))
+		return nil, nil, nil, 128 + signum(sig), fmt.Errorf("gave up waiting for %s: got %s", h.what, signame(sig))
 	}
 	switch {
-	case errors.Is(r.err, errLockTimeout):
-		return nil, nil, exitTimeout, fmt.Errorf("lock %s not acquired within %v", path, timeout)
+	case errors.Is(r.err, errTimeout):
+		return nil, nil, nil, exitTimeout, fmt.Errorf("did not get %s within %v", h.what, h.timeout)
 	case r.err != nil:
-		return nil, nil, exitFailure, r.err
+		return nil, nil, nil, exitFailure, r.err
 	}
-	c.log.Info("lock acquired", "path", path, "token", r.lease.Token(), "waited", time.Since(begin).Round(time.Millisecond))
-	return r.s, r.lease, exitOK, nil
+	c.log.Info("acquired", "what", h.what, "token", r.lease.Token(), "waited", time.Since(begin).Round(time.Millisecond))
+	return r.s, r.lease, r.release, exitOK, nil
 }
 
-// lock connects and takes the lock. On error it closes the session.
-func (c *cli) lock(ctx context.Context, path, data string, timeout time.Duration) (*zkrecipes.Session, *zklock.Lease, error) {
+// take connects and waits to hold h. On error it closes the session; an
+// error caused by the timeout wraps errTimeout.
+func (c *cli) take(ctx context.Context, h held) (*zkrecipes.Session, *zklock.Lease, func(context.Context) error, error) {
 	s, err := c.connect(ctx, c.log)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	m, err := zklock.NewMutex(s, path, zklock.WithData([]byte(data)))
-	if err != nil {
-		s.Close()
-		return nil, nil, err
-	}
-	if timeout > 0 {
+	if h.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errLockTimeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, h.timeout, errTimeout)
 		defer cancel()
 	}
-	lease, err := m.Lock(ctx)
+	lease, release, err := h.take(ctx, s)
 	if err != nil {
 		s.Close()
-		return nil, nil, err
+		if cause := context.Cause(ctx); errors.Is(cause, errTimeout) && !errors.Is(err, errTimeout) {
+			err = fmt.Errorf("%w: %w", errTimeout, err)
+		}
+		return nil, nil, nil, err
 	}
-	return s, lease, nil
+	return s, lease, release, nil
 }
 
-// runLocked runs CMD while the lease is held. It returns CMD's exit status,
-// and whether the lease was lost before CMD exited.
-func (c *cli) runLocked(path string, lease *zklock.Lease, argv []string, grace time.Duration, sigs <-chan os.Signal) (int, bool) {
+// supervise runs CMD while the lease is held: ZKLOCK_TOKEN is the lease's
+// token, SIGINT and SIGTERM are forwarded, and if the lease is lost CMD gets
+// SIGTERM, then SIGKILL h.grace later. It returns CMD's exit status, and
+// whether the lease was lost before CMD exited.
+func (c *cli) supervise(h held, lease *zklock.Lease, sigs <-chan os.Signal) (int, bool) {
+	argv := h.argv
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.stdout, c.stderr
 	cmd.Env = append(os.Environ(), "ZKLOCK_TOKEN="+strconv.FormatInt(lease.Token(), 10))
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(c.stderr, "zklock: %v\n", err)
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, iofs.ErrNotExist) {
 			return exitNotFound, false
 		}
 		return exitNoExec, false
@@ -183,7 +236,7 @@ func (c *cli) runLocked(path string, lease *zklock.Lease, argv []string, grace t
 		case <-exited:
 			if err := lease.Err(); err != nil {
 				if leaseDone != nil { // lost just as CMD exited
-					fmt.Fprintf(c.stderr, "zklock: lost the lock on %s: %v\n", path, err)
+					fmt.Fprintf(c.stderr, "zklock: lost %s: %v\n", h.what, err)
 				}
 				return exitLost, true
 			}
@@ -193,14 +246,14 @@ func (c *cli) runLocked(path string, lease *zklock.Lease, argv []string, grace t
 			_ = cmd.Process.Signal(sig)
 		case <-leaseDone:
 			leaseDone = nil
-			fmt.Fprintf(c.stderr, "zklock: lost the lock on %s while %s ran: %v; sending SIGTERM to pid %d\n",
-				path, argv[0], lease.Err(), cmd.Process.Pid)
+			fmt.Fprintf(c.stderr, "zklock: lost %s while %s ran: %v; sending SIGTERM to pid %d\n",
+				h.what, argv[0], lease.Err(), cmd.Process.Pid)
 			_ = cmd.Process.Signal(syscall.SIGTERM)
-			kill = time.After(grace)
+			kill = time.After(h.grace)
 		case <-kill:
 			kill = nil
 			fmt.Fprintf(c.stderr, "zklock: %s still running %v after SIGTERM; sending SIGKILL to pid %d\n",
-				argv[0], grace, cmd.Process.Pid)
+				argv[0], h.grace, cmd.Process.Pid)
 			_ = cmd.Process.Kill()
 		}
 	}

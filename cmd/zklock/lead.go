@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/zklock"
+)
+
+// lead is `zklock lead`: campaign in the election at PATH, and run CMD while
+// leader.
+func (c *cli) lead(args []string) (int, error) {
+	fs := c.flagSet("lead")
+	value := fs.String("value", "", "`text` stored in the contender's node, shown by leader (default: host, pid and CMD)")
+	h, err := c.parseHeld(fs, args, "lead", "lead [-timeout D] [-value S] [-grace D] PATH -- CMD [ARGS...]",
+		"leadership", "give up (exit 73) if not elected leader within `D`; 0 waits forever")
+	if err != nil {
+		return exitUsage, err
+	}
+	if *value == "" {
+		*value = defaultData(h.argv)
+	}
+	h.what = "leadership of " + h.path
+	h.take = func(ctx context.Context, s *zkrecipes.Session) (*zklock.Lease, func(context.Context) error, error) {
+		el, err := zklock.NewElection(s, h.path)
+		if err != nil {
+			return nil, nil, err
+		}
+		l, err := el.Campaign(ctx, []byte(*value))
+		if err != nil {
+			return nil, nil, err
+		}
+		return l.Lease, l.Resign, nil
+	}
+	return c.hold(h)
+}
+
+// leader is `zklock leader`: print the election's leader.
+func (c *cli) leader(args []string) (int, error) {
+	fs := c.flagSet("leader")
+	if err := c.parse(fs, args, "leader PATH"); err != nil {
+		return exitUsage, err
+	}
+	if fs.NArg() != 1 {
+		return exitUsage, usagef("leader: want one PATH, got %d arguments", fs.NArg())
+	}
+	path := fs.Arg(0)
+	if err := checkPath(path); err != nil {
+		return exitUsage, usagef("leader: %v", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	s, err := c.connect(ctx, c.log)
+	if err != nil {
+		return exitFailure, err
+	}
+	defer s.Close()
+	el, err := zklock.NewElection(s, path)
+	if err != nil {
+		return exitFailure, err
+	}
+	l, err := el.Leader(ctx)
+	if errors.Is(err, zklock.ErrNoLeader) {
+		fmt.Fprintf(c.stdout, "%s: no leader\n", path)
+		return exitNoLeader, nil
+	}
+	if err != nil {
+		return exitFailure, err
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "LEADER\tSESSION\tTERM\tVALUE")
+	fmt.Fprintf(tw, "%s\t0x%x\t%d\t%s\n", l.Path, l.SessionID, l.Token, printable(l.Value))
+	tw.Flush()
+	return exitOK, nil
+}
