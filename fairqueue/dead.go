@@ -1,0 +1,122 @@
+package fairqueue
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// DeadLetter is an item that was delivered WithMaxAttempts times without
+// an Ack. It stays in the queue's dead/ directory until Requeue.
+type DeadLetter struct {
+	ID       string // the id the item had in the queue
+	Data     []byte
+	Attempts int // deliveries before it was moved
+}
+
+// A dead letter's node holds "<attempts>\n" and the payload. The header is a
+// few bytes, inside the room MaxDataSize leaves in a request.
+func deadData(attempts int, data []byte) []byte {
+	return append([]byte(strconv.Itoa(attempts)+"\n"), data...)
+}
+
+func parseDead(id string, raw []byte) (DeadLetter, error) {
+	head, body, ok := bytes.Cut(raw, []byte("\n"))
+	n, err := strconv.Atoi(string(head))
+	if !ok || err != nil {
+		return DeadLetter{}, fmt.Errorf("fairqueue: dead letter %s has no attempts header", id)
+	}
+	return DeadLetter{ID: id, Data: body, Attempts: n}, nil
+}
+
+// buryOps moves an item to dead/ in one multi: create the dead letter,
+// delete the item (version-checked), plus the given claim ops.
+func (q *Queue) buryOps(id, item string, version int32, attempts int, data []byte, claimOps ...any) []any {
+	return append(claimOps,
+		&zk.CreateRequest{Path: q.dead + "/" + id, Data: deadData(attempts, data), Acl: q.acl},
+		&zk.DeleteRequest{Path: item, Version: version})
+}
+
+// bury moves an unclaimed item to dead/, making the directory if needed.
+func (q *Queue) bury(ctx context.Context, id, item string, version int32, attempts int, data []byte, claimOps ...any) error {
+	for range 3 {
+		_, i, err := multi(ctx, q.s, q.buryOps(id, item, version, attempts, data, claimOps...)...)
+		if i == len(claimOps) && errors.Is(err, zk.ErrNoNode) {
+			if err := ensureDir(ctx, q.s, q.dead, q.acl); err != nil {
+				return err
+			}
+			continue
+		}
+		if i == 0 && errors.Is(err, zk.ErrNoNode) {
+			if err := ensureDir(ctx, q.s, q.claims, q.acl); err != nil {
+				return err
+			}
+			continue
+		}
+		if err == nil {
+			q.log.Info("fairqueue: item moved to dead letters", "id", id, "attempts", attempts)
+			return nil
+		}
+		return fmt.Errorf("fairqueue: move %s to dead letters: %w", id, err)
+	}
+	return fmt.Errorf("fairqueue: move %s to dead letters: directories keep vanishing", id)
+}
+
+// DeadLetters lists the dead letters, oldest id first. The dead/ directory
+// is one flat directory: it is meant to stay small (one listing must fit in
+// 1 MiB: some tens of thousands of dead letters).
+func (q *Queue) DeadLetters(ctx context.Context) ([]DeadLetter, error) {
+	ids, err := children(ctx, q.s, q.dead)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(ids)
+	out := make([]DeadLetter, 0, len(ids))
+	for _, id := range ids {
+		raw, _, err := get(ctx, q.s, q.dead+"/"+id)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // requeued meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("fairqueue: read dead letter %s: %w", id, err)
+		}
+		d, err := parseDead(id, raw)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// Requeue puts a dead letter back at the end of the queue, as a new item
+// (a new id, attempts counted from 0), and removes the dead letter, in one
+// multi: it is never both or neither. An unknown id gives ErrNoDeadLetter; an
+// unknown outcome gives ErrOutcomeUnknown, as for Put.
+func (q *Queue) Requeue(ctx context.Context, id string) error {
+	if _, _, err := parseID(id); err != nil {
+		return fmt.Errorf("fairqueue: requeue: %w", err)
+	}
+	p := q.dead + "/" + id
+	raw, st, err := get(ctx, q.s, p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("fairqueue: requeue: %w: %s", ErrNoDeadLetter, id)
+	}
+	if err != nil {
+		return fmt.Errorf("fairqueue: requeue %s: %w", id, err)
+	}
+	d, err := parseDead(id, raw)
+	if err != nil {
+		return err
+	}
+	_, err = q.put(ctx, d.Data, &zk.DeleteRequest{Path: p, Version: st.Version})
+	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
+		return fmt.Errorf("fairqueue: requeue: %w: %s (requeued by another client?)", ErrNoDeadLetter, id)
+	}
+	return err
+}

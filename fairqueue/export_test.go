@@ -1,0 +1,4 @@
+package fairqueue
+
+// WithBucketSize lets the tests use small buckets.
+var WithBucketSize = withBucketSize

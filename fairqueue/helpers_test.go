@@ -1,0 +1,95 @@
+package fairqueue_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+// setup returns the shared test server and checks, once the test and its
+// clean-ups are done, that no goroutine was left behind.
+func setup(t *testing.T) *zktest.Server {
+	t.Helper()
+	srv := zktest.Start(t)
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+	return srv
+}
+
+func connect(t testing.TB, addrs []string, opts ...zkrecipes.Option) *zkrecipes.Session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := zkrecipes.Connect(ctx, addrs, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// queuePath is a path no other test uses. When the test ends the queue must
+// hold nothing: no item, claim, consumer in line or dead letter (empty
+// directories are containers the server reaps).
+func queuePath(t *testing.T, addrs []string) string {
+	t.Helper()
+	var b [4]byte
+	rand.Read(b[:])
+	p := "/fairqueue-test/" + strings.NewReplacer("/", "-").Replace(t.Name()) + "-" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s, err := zkrecipes.Connect(ctx, addrs)
+		require.NoError(t, err)
+		defer s.Close()
+		left := leaves(t, s.Conn(), p, 0)
+		require.Empty(t, left[:min(len(left), 5)], "%d nodes left behind in %s", len(left), p)
+	})
+	return p
+}
+
+// leaves lists the nodes under p that are not directories of the layout:
+// anything at depth 2 (claims/x, line/x, dead/x) or 3 (items/b/i).
+func leaves(t *testing.T, c *zk.Conn, p string, depth int) []string {
+	names, _, err := c.Children(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	require.NoError(t, err)
+	var out []string
+	for _, n := range names {
+		child := p + "/" + n
+		if depth+1 >= 2 && !(depth+1 == 2 && strings.HasSuffix(p, "/items")) {
+			out = append(out, child)
+			continue
+		}
+		out = append(out, leaves(t, c, child, depth+1)...)
+	}
+	return out
+}
+
+func bg(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// buildChild builds the program in testdata/<name> and returns its path.
+func buildChild(t *testing.T, name string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	out, err := exec.Command("go", "build", "-o", bin, "./testdata/"+name).CombinedOutput()
+	require.NoError(t, err, "go build ./testdata/%s: %s", name, out)
+	return bin
+}

@@ -1,0 +1,134 @@
+package fairqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes"
+)
+
+// Queue is a first-in, first-out job queue at one ZooKeeper path.
+//
+// Guarantees: items are taken oldest first (by id); consumers waiting in
+// Take are served in the order they began to wait; every item put is
+// delivered until it is acked or moved to the dead-letter area (at least
+// once: a consumer that dies mid-job causes a redelivery, so jobs should be
+// idempotent). Not guaranteed: an order between items put concurrently by
+// different producers (each producer's own items keep their order), or
+// exactly-once processing.
+//
+// A Queue is safe for concurrent use by many goroutines; producers and
+// consumers may each have their own Queue on their own Session.
+type Queue struct {
+	s   *zkrecipes.Session
+	log *slog.Logger
+	dir string
+	acl []zk.ACL
+
+	maxAttempts int
+	bucketSize  int
+
+	items, claims, line, dead string
+
+	tailMu sync.Mutex
+	tail   tail
+
+	hint atomic.Int64 // 1 + the bucket of the last claim; 0 when none
+}
+
+// New returns the queue at path. It writes nothing: nodes are created by
+// the first Put or Take, as containers the server removes once empty.
+func New(s *zkrecipes.Session, path string, opts ...Option) (*Queue, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: nil Session", zkrecipes.ErrInvalidArgument)
+	}
+	if err := zkrecipes.ValidatePath(path); err != nil {
+		return nil, fmt.Errorf("fairqueue: %w", err)
+	}
+	o := options{bucketSize: defaultBucketSize}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := errors.Join(o.errs...); err != nil {
+		return nil, fmt.Errorf("fairqueue: %w", err)
+	}
+	if err := s.Err(); err != nil {
+		return nil, fmt.Errorf("fairqueue: session is over: %w", err)
+	}
+	if o.acl == nil {
+		o.acl = s.ACL()
+	}
+	return &Queue{
+		s: s, log: s.Logger().With("queue", path), dir: path, acl: o.acl,
+		maxAttempts: o.maxAttempts, bucketSize: o.bucketSize,
+		items: path + "/items", claims: path + "/claims", line: path + "/line", dead: path + "/dead",
+		tail: tail{hi: -1},
+	}, nil
+}
+
+func (q *Queue) bucketPath(n int64) string { return q.items + "/" + bucketName(n) }
+
+// buckets lists the bucket numbers in order.
+func (q *Queue) buckets(ctx context.Context) ([]int64, error) {
+	names, err := children(ctx, q.s, q.items)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, 0, len(names))
+	for _, name := range names {
+		if n, ok := parseBucket(name); ok {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Len returns the number of pending items: put and neither acked, claimed
+// nor dead. It is a snapshot taken with one read per bucket, not an atomic
+// count: with puts and takes in flight it may be off by those.
+func (q *Queue) Len(ctx context.Context) (int, error) {
+	bs, err := q.buckets(ctx)
+	if err != nil {
+		return 0, err
+	}
+	claims, err := children(ctx, q.s, q.claims)
+	if err != nil {
+		return 0, err
+	}
+	// Ask for every bucket's size at once: the client pipelines them.
+	counts := make([]int32, len(bs))
+	errs := make([]error, len(bs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i, b := range bs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			counts[i], errs[i] = call(ctx, func() (int32, error) {
+				_, st, err := q.s.Conn().Exists(q.bucketPath(b))
+				if err != nil || st == nil {
+					return 0, err
+				}
+				return st.NumChildren, nil
+			})
+		}()
+	}
+	wg.Wait()
+	n := 0
+	for i := range bs {
+		if errs[i] != nil {
+			return 0, fmt.Errorf("fairqueue: len: %w", errs[i])
+		}
+		n += int(counts[i])
+	}
+	return max(0, n-len(claims)), nil
+}
