@@ -96,7 +96,7 @@ func (el *Election) Campaign(ctx context.Context, value []byte) (*Leadership, er
 	if err != nil {
 		return nil, el.fail(err)
 	}
-	own := watchOwn(el.s, e.path)
+	own := e.watchOwn()
 	token, err := el.await(ctx, e, own)
 	if err != nil {
 		e.discard()
@@ -145,7 +145,7 @@ func (el *Election) await(ctx context.Context, e *entry, own *ownWatch) (int64, 
 		if err != nil {
 			return 0, err
 		}
-		if err := own.fired(el.s); err != nil {
+		if err := own.fired(ctx); err != nil {
 			return 0, err
 		}
 		// Nodes lower than ours can only go away, never appear, so when the
@@ -161,7 +161,7 @@ func (el *Election) await(ctx context.Context, e *entry, own *ownWatch) (int64, 
 // by our session (a lagging server may list a node of a closing session), and
 // the session still lives. From here on, the Lease's monitor takes over.
 func (el *Election) lead(ctx context.Context, e *entry, own *ownWatch) (int64, error) {
-	st, err := own.await(ctx, el.s)
+	st, err := own.await(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -169,7 +169,7 @@ func (el *Election) lead(ctx context.Context, e *entry, own *ownWatch) (int64, e
 		return 0, fmt.Errorf("%w: node %s is owned by session 0x%x, not ours (0x%x)",
 			ErrLockLost, e.path, st.EphemeralOwner, el.s.ID())
 	}
-	if err := own.fired(el.s); err != nil {
+	if err := own.fired(ctx); err != nil {
 		return 0, err
 	}
 	if err := el.s.Err(); err != nil {

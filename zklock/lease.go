@@ -11,61 +11,6 @@ import (
 	"github.com/zkrecipes/zkrecipes"
 )
 
-// ownWatch is the watch on our own node: it tells us when someone else
-// deletes or changes it. It is set with a getData sent as soon as the node
-// exists and awaited only when its answer is needed.
-type ownWatch struct {
-	ready chan struct{} // closed when the getData has answered
-	stat  *zk.Stat
-	ev    <-chan zk.Event
-	err   error
-}
-
-func watchOwn(s *zkrecipes.Session, path string) *ownWatch {
-	w := &ownWatch{ready: make(chan struct{})}
-	go func() {
-		_, w.stat, w.ev, w.err = s.Conn().GetW(path)
-		close(w.ready)
-	}()
-	return w
-}
-
-// await waits for the watch to be set and returns our node's Stat.
-func (w *ownWatch) await(ctx context.Context, s *zkrecipes.Session) (*zk.Stat, error) {
-	select {
-	case <-w.ready:
-	case <-ctx.Done():
-		return nil, context.Cause(ctx)
-	}
-	if w.err != nil {
-		if errors.Is(w.err, zk.ErrNoNode) {
-			return nil, fmt.Errorf("%w: our node was deleted by another client", ErrLockLost)
-		}
-		if serr := s.Err(); serr != nil {
-			return nil, fmt.Errorf("%w: %w", ErrLockLost, serr)
-		}
-		return nil, w.err
-	}
-	return w.stat, nil
-}
-
-// fired reports, without blocking, a change to our node that has already
-// been delivered. Events reach the client in the order the server made them,
-// so a change to our node made before the event being handled is visible.
-func (w *ownWatch) fired(s *zkrecipes.Session) error {
-	select {
-	case <-w.ready:
-	default:
-		return nil // not set yet: token's await will find out
-	}
-	select {
-	case ev := <-w.ev:
-		return lostBy(s, ev)
-	default:
-		return nil
-	}
-}
-
 // lostBy names the loss an event on our own node means.
 func lostBy(s *zkrecipes.Session, ev zk.Event) error {
 	switch ev.Type {
@@ -73,6 +18,9 @@ func lostBy(s *zkrecipes.Session, ev zk.Event) error {
 		return fmt.Errorf("%w: our node was deleted by another client", ErrLockLost)
 	case zk.EventNodeDataChanged:
 		return fmt.Errorf("%w: our node was modified by another client", ErrLockLost)
+	case zk.EventNodeChildrenChanged, zk.EventNodeCreated:
+		// Not an event of a node's own watch; a bug if it ever comes.
+		return fmt.Errorf("%w: unexpected %v on our node's watch", ErrLockLost, ev.Type)
 	default:
 		<-s.Done() // the client drops watches only when the session is over
 		return fmt.Errorf("%w: %w", ErrLockLost, s.Err())
@@ -99,6 +47,7 @@ type Lease struct {
 	s     *zkrecipes.Session
 	path  string
 	token int64
+	own   *ownWatch
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -116,7 +65,7 @@ type Lease struct {
 
 func newLease(s *zkrecipes.Session, path string, token int64, own *ownWatch) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	l := &Lease{s: s, path: path, token: token, ctx: ctx, cancel: cancel,
+	l := &Lease{s: s, path: path, token: token, ctx: ctx, cancel: cancel, own: own,
 		stop: make(chan struct{}), exited: make(chan struct{})}
 	go l.monitor(own)
 	return l
@@ -185,7 +134,13 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	l.inUse = make(chan struct{})
 	l.mu.Unlock()
 
+	// If no one joined the line since we listed it, no one waits for our
+	// signal: a plain delete will do.
+	quiet := l.own.quiet.Load()
 	err := zkrecipes.Call(ctx, func() error {
+		if quiet {
+			return l.s.Conn().Delete(l.path, -1)
+		}
 		res, err := l.s.Conn().Multi(
 			&zk.SetDataRequest{Path: l.path, Data: releaseMark, Version: -1},
 			&zk.DeleteRequest{Path: l.path, Version: -1},
@@ -220,25 +175,16 @@ func (l *Lease) monitor(own *ownWatch) {
 	case <-own.ready:
 	case <-l.s.Done():
 	}
-	if _, err := own.await(l.ctx, l.s); err != nil {
-		l.changed(err)
+	if own.err != nil {
+		l.end(own.loss(own.err))
 		return
 	}
-	ev := own.ev
 	for {
 		select {
-		case e := <-ev:
-			if e.Type == zk.EventNodeDataChanged && !l.releaseSent() {
-				// Our own write (election's Proclaim) is no loss: set the
-				// watch again and compare versions.
-				_, st, next, err := l.s.Conn().GetW(l.path)
-				if err == nil && st.Version <= l.dataVersion() {
-					ev = next
-					continue
-				}
+		case e := <-own.ev:
+			if l.event(own, e) {
+				return
 			}
-			l.changed(lostBy(l.s, e))
-			return
 		case <-l.s.Done():
 			l.end(fmt.Errorf("%w: %w", ErrLockLost, l.s.Err()))
 			return
@@ -248,10 +194,41 @@ func (l *Lease) monitor(own *ownWatch) {
 	}
 }
 
-func (l *Lease) releaseSent() bool {
+// event handles an event on our node's watch and reports whether the lease
+// has ended. The directory changing, or the holder's own write (election's
+// Proclaim), is no loss: the watch is then set on the node again and its
+// version compared with the holder's writes.
+func (l *Lease) event(own *ownWatch, e zk.Event) bool {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.sent
+	sent, inUse := l.sent, l.inUse
+	l.mu.Unlock()
+	if sent {
+		// A release was sent: let the Unlock in flight decide, and look at
+		// the node only if it gave up without an answer.
+		select {
+		case <-inUse:
+		case <-l.stop:
+			return true
+		}
+		if l.Err() != nil {
+			return true
+		}
+	} else if e.Type != zk.EventNodeDataChanged && !(own.onDir && e.Type == zk.EventNodeChildrenChanged) {
+		l.end(lostBy(l.s, e))
+		return true
+	}
+	err := own.onNode(l.ctx)
+	switch {
+	case err == nil && own.stat.Version <= l.dataVersion():
+		return false
+	case err == nil:
+		l.end(fmt.Errorf("%w: our node was modified by another client", ErrLockLost))
+	case sent && errors.Is(err, ErrLockLost) && l.s.Err() == nil:
+		l.end(ErrReleased) // gone after our release was sent: that release
+	default:
+		l.end(err)
+	}
+	return true
 }
 
 func (l *Lease) dataVersion() int32 {
@@ -301,27 +278,6 @@ func (l *Lease) setData(ctx context.Context, data []byte) error {
 		}
 	}
 	return err
-}
-
-// changed handles a change to our node: our own release, or a loss.
-func (l *Lease) changed(lost error) {
-	l.mu.Lock()
-	sent, inUse := l.sent, l.inUse
-	l.mu.Unlock()
-	if sent {
-		// A release was sent. Let the Unlock in flight decide; if it gave up
-		// without an answer, the change is that release being applied.
-		select {
-		case <-inUse:
-		case <-l.stop:
-			return
-		}
-		if l.s.Err() == nil {
-			l.end(ErrReleased)
-			return
-		}
-	}
-	l.end(lost)
 }
 
 // multiErr returns the first error of a multi.

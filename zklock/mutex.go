@@ -59,7 +59,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	own := watchOwn(m.s, e.path)
+	own := e.watchOwn()
 	token, err := m.await(ctx, e, own, wait)
 	if err != nil {
 		e.discard()
@@ -98,7 +98,7 @@ func (m *Mutex) await(ctx context.Context, e *entry, own *ownWatch, wait bool) (
 		if err != nil {
 			return 0, err
 		}
-		if err := own.fired(m.s); err != nil {
+		if err := own.fired(ctx); err != nil {
 			return 0, err
 		}
 		// Nodes lower than ours can only go away, never appear: sequence

@@ -74,9 +74,10 @@ func indexOf(cs []contender, name string) int {
 	return slices.IndexFunc(cs, func(c contender) bool { return c.name == name })
 }
 
-// listing is a directory listing.
+// listing is a directory listing, with the child watch it set.
 type listing struct {
 	children []string
+	ev       <-chan zk.Event
 	err      error
 }
 
@@ -92,6 +93,8 @@ type entry struct {
 	// first is a listing of dir taken right behind our create, when the
 	// server answered it after the create (see enter); nil otherwise.
 	first *listing
+	// dirEv is the child watch that listing set: see ownWatch.
+	dirEv <-chan zk.Event
 }
 
 // enter creates our EPHEMERAL|SEQUENCE node in dir, creating dir (and its
@@ -130,8 +133,8 @@ func enter(ctx context.Context, s *zkrecipes.Session, dir, marker string, data [
 			if list {
 				lc = make(chan listing, 1)
 				go func() {
-					ch, _, err := conn.Children(dir)
-					lc <- listing{ch, err}
+					ch, _, ev, err := conn.ChildrenW(dir)
+					lc <- listing{ch, ev, err}
 				}()
 			}
 			p, err := conn.Create(dir+"/"+prefix, data, zk.FlagEphemeralSequential, acl)
@@ -192,7 +195,11 @@ func newEntry(s *zkrecipes.Session, dir, path string, first *listing) (*entry, e
 		return nil, fmt.Errorf("zklock: server returned unexpected node name %q", path)
 	}
 	czxid, _ := s.CreatedZxid(path)
-	return &entry{s: s, dir: dir, name: name, path: path, seq: cs[0].seq, czxid: czxid, first: first}, nil
+	e := &entry{s: s, dir: dir, name: name, path: path, seq: cs[0].seq, czxid: czxid, first: first}
+	if first != nil {
+		e.dirEv = first.ev
+	}
+	return e, nil
 }
 
 // findGUID looks for our node after an ambiguous create. It waits for the
@@ -312,7 +319,7 @@ func (e *entry) token(ctx context.Context, own *ownWatch) (int64, error) {
 	if e.czxid != 0 {
 		return e.czxid, nil
 	}
-	st, err := own.await(ctx, e.s)
+	st, err := own.await(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -339,12 +346,15 @@ func waitAny(ctx context.Context, s *zkrecipes.Session, own *ownWatch, ws ...*zk
 				return 0, t, err
 			case <-ready:
 				ready = nil
-				if _, err := own.await(ctx, s); err != nil {
-					return 0, 0, err
+				if own.err != nil {
+					return 0, 0, own.loss(own.err)
 				}
 				ownEv = own.ev
 			case ev := <-ownEv:
-				return 0, 0, lostBy(s, ev)
+				if err := own.handle(ctx, ev); err != nil {
+					return 0, 0, err
+				}
+				ownEv = own.ev
 			case <-s.Done():
 				return 0, 0, fmt.Errorf("%w: %w", ErrLockLost, s.Err())
 			case <-ctx.Done():
@@ -370,12 +380,15 @@ func waitAny(ctx context.Context, s *zkrecipes.Session, own *ownWatch, ws ...*zk
 			return i, t, err
 		case i == n:
 			cases[n].Chan = reflect.ValueOf((<-chan struct{})(nil))
-			if _, err := own.await(ctx, s); err != nil {
-				return 0, 0, err
+			if own.err != nil {
+				return 0, 0, own.loss(own.err)
 			}
 			cases[n+1].Chan = reflect.ValueOf(own.ev)
 		case i == n+1:
-			return 0, 0, lostBy(s, v.Interface().(zk.Event))
+			if err := own.handle(ctx, v.Interface().(zk.Event)); err != nil {
+				return 0, 0, err
+			}
+			cases[n+1].Chan = reflect.ValueOf(own.ev)
 		case i == n+2:
 			return 0, 0, fmt.Errorf("%w: %w", ErrLockLost, s.Err())
 		default:

@@ -94,7 +94,7 @@ func (rw *RWMutex) acquire(ctx context.Context, marker string, wait bool) (*Leas
 	if err != nil {
 		return nil, err
 	}
-	own := watchOwn(rw.s, e.path)
+	own := e.watchOwn()
 	token, err := rw.await(ctx, e, own, marker == readMarker, wait)
 	if err != nil {
 		e.discard()
@@ -145,7 +145,7 @@ func (rw *RWMutex) await(ctx context.Context, e *entry, own *ownWatch, reader, w
 		if err != nil {
 			return 0, err
 		}
-		if err := own.fired(rw.s); err != nil {
+		if err := own.fired(ctx); err != nil {
 			return 0, err
 		}
 		// Contenders ahead of us only ever go away. When the one blocking

@@ -99,7 +99,7 @@ func (sm *Semaphore) acquire(ctx context.Context, wait bool) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	own := watchOwn(sm.s, e.path)
+	own := e.watchOwn()
 	token, successor, err := sm.await(ctx, e, own, wait)
 	if err != nil {
 		e.discard()
@@ -178,7 +178,7 @@ func (sm *Semaphore) await(ctx context.Context, e *entry, own *ownWatch, wait bo
 		if _, _, err := waitAny(ctx, sm.s, own, ws...); err != nil {
 			return 0, false, err
 		}
-		if err := own.fired(sm.s); err != nil {
+		if err := own.fired(ctx); err != nil {
 			return 0, false, err
 		}
 		// A holder left or wrote its node, or our predecessor left or
