@@ -29,7 +29,7 @@ lint:
 
 # Side by side with go-zookeeper's zk.Lock on one server, alternating rounds.
 bench: zk-up
-	cd bench && $(GO) run ./cmd/lockbench -zk $(ZK) -sessions 1,8,32 -d 3s -rounds 5
+	cd bench && $(GO) run ./cmd/lockbench -zk $(ZK) -sessions 1,8,32 -d 4s -rounds 9
 
 # A Go service sharing one lock path with Curator (Java) and with kazoo (Python).
 interop:

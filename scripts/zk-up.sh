@@ -161,7 +161,9 @@ say "starting a local ZooKeeper on $addr ($classpath), files in $dir"
 # setsid does not fork and $! is the JVM's pid.
 detach=(nohup)
 command -v setsid >/dev/null 2>&1 && detach+=(setsid)
-"${detach[@]}" "$java" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:-UsePerfData \
+# The JVM's default JIT and GC: this server lives on for demos and for
+# `make bench`, so steady speed matters more than start-up time.
+"${detach[@]}" "$java" -Xmx1g -XX:-UsePerfData \
 	-Djava.net.preferIPv4Stack=true \
 	-Dorg.slf4j.simpleLogger.showDateTime=true \
 	-Dorg.slf4j.simpleLogger.dateTimeFormat="yyyy-MM-dd HH:mm:ss.SSS" \
