@@ -213,3 +213,16 @@ func TestRWMutexWatches(t *testing.T) {
 		require.NoError(t, l.Unlock(ctx))
 	}
 }
+
+func TestRWMutexBadInput(t *testing.T) {
+	srv := setup(t)
+	s := connect(t, srv.Addrs())
+	_, err := zklock.NewRWMutex(nil, "/x")
+	require.ErrorIs(t, err, zkrecipes.ErrInvalidArgument)
+	for _, p := range []string{"", "x", "/x/", "/x//y"} {
+		_, err := zklock.NewRWMutex(s, p)
+		require.ErrorIs(t, err, zkrecipes.ErrInvalidPath, "path %q", p)
+	}
+	_, err = zklock.NewRWMutex(s, "/x", zklock.WithData(make([]byte, zkrecipes.MaxDataSize+1)))
+	require.ErrorIs(t, err, zkrecipes.ErrDataTooLarge)
+}
