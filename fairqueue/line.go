@@ -14,13 +14,14 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // The consumers' line is zklock's Mutex recipe: each waiting consumer has an
 // EPHEMERAL|SEQUENCE node "_zkr_<guid>-take-<seq>" in line/, watches only the
 // node just ahead of it, and looks at the items only once it is first. The
-// GUID finds our node again after a create whose reply was lost. (This is a
-// trimmed copy of zklock's unexported enter/findGUID.)
+// GUID finds our node again after a create whose reply was lost, as in
+// zklock (internal/znode).
 
 // place is our node in the line.
 type place struct {
@@ -51,7 +52,7 @@ func (q *Queue) join(ctx context.Context) (*place, error) {
 		if err := q.s.Err(); err != nil {
 			return nil, fmt.Errorf("fairqueue: take: %w", err)
 		}
-		p, err := call(ctx, func() (string, error) {
+		p, err := znode.Do(ctx, func() (string, error) {
 			return q.s.Conn().Create(q.line+"/"+prefix, nil, zk.FlagEphemeralSequential, q.acl)
 		})
 		switch {
@@ -62,9 +63,9 @@ func (q *Queue) join(ctx context.Context) (*place, error) {
 				return nil, err
 			}
 		case zkrecipes.IsAmbiguous(err) && ctx.Err() == nil && attempt < 8:
-			p, found, ferr := q.findGUID(ctx, prefix)
+			p, found, ferr := znode.FindOwn(ctx, q.s, q.line, prefix)
 			if ferr != nil {
-				q.s.Cleanup(func(c *zk.Conn) error { return deleteGUID(c, q.line, prefix) })
+				q.s.Cleanup(znode.DeletePrefix(q.line, prefix))
 				return nil, fmt.Errorf("fairqueue: join line: %w", ferr)
 			}
 			if found {
@@ -72,7 +73,7 @@ func (q *Queue) join(ctx context.Context) (*place, error) {
 			}
 		case zkrecipes.IsAmbiguous(err):
 			// ctx ended mid-create: the node may exist; remove it.
-			q.s.Cleanup(func(c *zk.Conn) error { return deleteGUID(c, q.line, prefix) })
+			q.s.Cleanup(znode.DeletePrefix(q.line, prefix))
 			return nil, fmt.Errorf("fairqueue: join line: %w", err)
 		default:
 			return nil, fmt.Errorf("fairqueue: join line: %w", err)
@@ -87,57 +88,6 @@ func newPlace(dir, p string) (*place, error) {
 		return nil, fmt.Errorf("fairqueue: server returned unexpected node %q", p)
 	}
 	return &place{name: name, path: p, seq: seq}, nil
-}
-
-// findGUID looks for our node after an ambiguous create, and adopts it only
-// if our session owns it (a lagging server may list a closed session's node).
-func (q *Queue) findGUID(ctx context.Context, prefix string) (string, bool, error) {
-	for {
-		names, err := children(ctx, q.s, q.line)
-		switch {
-		case err != nil && zkrecipes.IsAmbiguous(err) && ctx.Err() == nil && q.s.Err() == nil:
-			time.Sleep(20 * time.Millisecond) // reconnecting; requests fail fast until then
-			continue
-		case err != nil:
-			return "", false, err
-		}
-		for _, name := range names {
-			if !strings.HasPrefix(name, prefix) {
-				continue
-			}
-			p := q.line + "/" + name
-			st, err := call(ctx, func() (*zk.Stat, error) {
-				_, st, err := q.s.Conn().Exists(p)
-				return st, err
-			})
-			if err != nil {
-				return "", false, err
-			}
-			if st != nil && st.EphemeralOwner == q.s.ID() {
-				return p, true, nil
-			}
-		}
-		return "", false, nil
-	}
-}
-
-// deleteGUID is a clean-up step: delete our node with this prefix, if any.
-func deleteGUID(c *zk.Conn, dir, prefix string) error {
-	names, _, err := c.Children(dir)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	for _, name := range names {
-		if strings.HasPrefix(name, prefix) {
-			if err := zkrecipes.DeleteNode(dir + "/" + name)(c); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // awaitTurn returns once we are first in line.

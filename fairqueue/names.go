@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // Node names. A bucket is "b" and its number, printed with ten digits so
@@ -57,33 +58,20 @@ func parseID(id string) (bucket, seq int64, err error) {
 	return bucket, seq, nil
 }
 
-// ensureDir creates dir and its missing ancestors as container nodes, which
-// the server removes once they have had children and are empty again, so a
-// queue leaves nothing behind. (Copied from zklock, which keeps it
-// unexported.)
+// ensureDir creates dir and its missing ancestors as container nodes, so a
+// queue leaves nothing behind once empty.
 func ensureDir(ctx context.Context, s *zkrecipes.Session, dir string, acl []zk.ACL) error {
-	err := zkrecipes.Call(ctx, func() error {
-		_, err := s.Conn().CreateContainer(dir, nil, zk.FlagContainer, acl)
-		return err
-	})
-	switch {
-	case err == nil, errors.Is(err, zk.ErrNodeExists):
-		return nil
-	case errors.Is(err, zk.ErrNoNode):
-		if err := ensureDir(ctx, s, dir[:strings.LastIndex(dir, "/")], acl); err != nil {
-			return err
-		}
-		return ensureDir(ctx, s, dir, acl)
-	default:
-		return fmt.Errorf("fairqueue: create %s: %w", dir, err)
+	if err := znode.EnsureDir(ctx, s, dir, acl); err != nil {
+		return fmt.Errorf("fairqueue: %w", err)
 	}
+	return nil
 }
 
 // multi runs ops in one transaction and returns the index of the op that
 // failed and its error; -1 with the error when no op is to blame (the
 // connection failed, ctx ended).
 func multi(ctx context.Context, s *zkrecipes.Session, ops ...any) ([]zk.MultiResponse, int, error) {
-	res, err := call(ctx, func() ([]zk.MultiResponse, error) { return s.Conn().Multi(ops...) })
+	res, err := znode.Do(ctx, func() ([]zk.MultiResponse, error) { return s.Conn().Multi(ops...) })
 	// Ops before the failing one report no error, those after it a
 	// runtime inconsistency: the first error is the cause.
 	for i, r := range res {
@@ -99,7 +87,7 @@ func multi(ctx context.Context, s *zkrecipes.Session, ops ...any) ([]zk.MultiRes
 
 // children lists dir; a missing dir is an empty one.
 func children(ctx context.Context, s *zkrecipes.Session, dir string) ([]string, error) {
-	ch, err := call(ctx, func() ([]string, error) {
+	ch, err := znode.Do(ctx, func() ([]string, error) {
 		ch, _, err := s.Conn().Children(dir)
 		return ch, err
 	})
@@ -112,32 +100,6 @@ func children(ctx context.Context, s *zkrecipes.Session, dir string) ([]string, 
 	return ch, nil
 }
 
-// call runs f, a blocking go-zookeeper call, and returns early with ctx's
-// cause if ctx ends first; f's results then go nowhere. Unlike
-// zkrecipes.Call it hands the results back through a channel, so an
-// abandoned call cannot race with its caller over shared variables.
-func call[T any](ctx context.Context, f func() (T, error)) (T, error) {
-	if ctx.Done() == nil {
-		return f()
-	}
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		v, err := f()
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, context.Cause(ctx)
-	}
-}
-
 // got is a node's data and Stat.
 type got struct {
 	data []byte
@@ -145,7 +107,7 @@ type got struct {
 }
 
 func get(ctx context.Context, s *zkrecipes.Session, p string) ([]byte, *zk.Stat, error) {
-	g, err := call(ctx, func() (got, error) {
+	g, err := znode.Do(ctx, func() (got, error) {
 		d, st, err := s.Conn().Get(p)
 		return got{d, st}, err
 	})
@@ -159,7 +121,7 @@ type watched struct {
 }
 
 func childrenW(ctx context.Context, s *zkrecipes.Session, dir string) ([]string, <-chan zk.Event, error) {
-	w, err := call(ctx, func() (watched, error) {
+	w, err := znode.Do(ctx, func() (watched, error) {
 		names, _, ev, err := s.Conn().ChildrenW(dir)
 		return watched{names, ev}, err
 	})

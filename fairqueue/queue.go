@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // Queue is a first-in, first-out job queue at one ZooKeeper path.
@@ -113,7 +114,7 @@ func (q *Queue) Len(ctx context.Context) (int, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			counts[i], errs[i] = call(ctx, func() (int32, error) {
+			counts[i], errs[i] = znode.Do(ctx, func() (int32, error) {
 				_, st, err := q.s.Conn().Exists(q.bucketPath(b))
 				if err != nil || st == nil {
 					return 0, err

@@ -12,10 +12,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // Contender node names. Ours are "_zkr_<guid><marker><seq>", where the GUID
@@ -160,7 +160,7 @@ func enter(ctx context.Context, s *zkrecipes.Session, dir, marker string, data [
 						return zkrecipes.DeleteNode(c.path)(conn)
 					}
 				}
-				return deleteGUID(conn, dir, prefix)
+				return znode.DeletePrefix(dir, prefix)(conn)
 			})
 			return nil, fmt.Errorf("zklock: enter %s: %w", dir, context.Cause(ctx))
 		}
@@ -169,14 +169,14 @@ func enter(ctx context.Context, s *zkrecipes.Session, dir, marker string, data [
 		case err == nil:
 			return newEntry(s, dir, c.path, c.first)
 		case errors.Is(err, zk.ErrNoNode) && attempt < 8:
-			// dir is missing, or a container reaped between ensureDir and the create.
-			if err := ensureDir(ctx, s, dir, acl); err != nil {
-				return nil, err
+			// dir is missing, or a container reaped between its creation and ours.
+			if err := znode.EnsureDir(ctx, s, dir, acl); err != nil {
+				return nil, fmt.Errorf("zklock: %w", err)
 			}
 		case zkrecipes.IsAmbiguous(err) && attempt < 8:
-			p, found, ferr := findGUID(ctx, s, dir, prefix)
+			p, found, ferr := znode.FindOwn(ctx, s, dir, prefix)
 			if ferr != nil {
-				s.Cleanup(func(conn *zk.Conn) error { return deleteGUID(conn, dir, prefix) })
+				s.Cleanup(znode.DeletePrefix(dir, prefix))
 				return nil, fmt.Errorf("zklock: enter %s: %w", dir, ferr)
 			}
 			if found {
@@ -200,91 +200,6 @@ func newEntry(s *zkrecipes.Session, dir, path string, first *listing) (*entry, e
 		e.dirEv = first.ev
 	}
 	return e, nil
-}
-
-// findGUID looks for our node after an ambiguous create. It waits for the
-// client to reconnect (the session may still be alive) and checks the node's
-// owner: a lagging server may still list a node of a closed session.
-func findGUID(ctx context.Context, s *zkrecipes.Session, dir, prefix string) (string, bool, error) {
-	for {
-		var children []string
-		err := zkrecipes.Call(ctx, func() (err error) {
-			children, _, err = s.Conn().Children(dir)
-			return err
-		})
-		switch {
-		case errors.Is(err, zk.ErrNoNode):
-			return "", false, nil
-		case err != nil && zkrecipes.IsAmbiguous(err) && ctx.Err() == nil && s.Err() == nil:
-			// The client is reconnecting; ask again shortly.
-			select {
-			case <-time.After(50 * time.Millisecond):
-			case <-ctx.Done():
-			}
-			continue
-		case err != nil:
-			return "", false, err
-		}
-		for _, name := range children {
-			if !strings.HasPrefix(name, prefix) {
-				continue
-			}
-			var st *zk.Stat
-			p := dir + "/" + name
-			err := zkrecipes.Call(ctx, func() (err error) {
-				_, st, err = s.Conn().Exists(p)
-				return err
-			})
-			if err != nil {
-				return "", false, err
-			}
-			if st.EphemeralOwner == s.ID() {
-				return p, true, nil
-			}
-		}
-		return "", false, nil
-	}
-}
-
-// deleteGUID is a clean-up step: delete whatever node of ours with this
-// prefix is in dir.
-func deleteGUID(conn *zk.Conn, dir, prefix string) error {
-	children, _, err := conn.Children(dir)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	for _, name := range children {
-		if strings.HasPrefix(name, prefix) {
-			if err := zkrecipes.DeleteNode(dir + "/" + name)(conn); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// ensureDir creates dir and its missing ancestors as container nodes, which
-// the server removes once they have had children and are empty again, so
-// lock paths leave nothing behind.
-func ensureDir(ctx context.Context, s *zkrecipes.Session, dir string, acl []zk.ACL) error {
-	err := zkrecipes.Call(ctx, func() error {
-		_, err := s.Conn().CreateContainer(dir, nil, zk.FlagContainer, acl)
-		return err
-	})
-	switch {
-	case err == nil, errors.Is(err, zk.ErrNodeExists):
-		return nil
-	case errors.Is(err, zk.ErrNoNode):
-		if err := ensureDir(ctx, s, dir[:strings.LastIndex(dir, "/")], acl); err != nil {
-			return err
-		}
-		return ensureDir(ctx, s, dir, acl)
-	default:
-		return fmt.Errorf("zklock: create %s: %w", dir, err)
-	}
 }
 
 // discard deletes our node on a failure path, detached from the caller's
