@@ -19,7 +19,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/zklock"
@@ -58,8 +57,7 @@ func holdLock() {
 func setup(t *testing.T) *zktest.Server {
 	t.Helper()
 	srv := zktest.Start(t)
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+	zktest.CheckGoroutines(t)
 	return srv
 }
 

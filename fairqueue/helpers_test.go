@@ -13,7 +13,6 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/zktest"
@@ -24,19 +23,13 @@ import (
 func setup(t *testing.T) *zktest.Server {
 	t.Helper()
 	srv := zktest.Start(t)
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+	zktest.CheckGoroutines(t)
 	return srv
 }
 
 func connect(t testing.TB, addrs []string, opts ...zkrecipes.Option) *zkrecipes.Session {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	s, err := zkrecipes.Connect(ctx, addrs, opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
-	return s
+	return zktest.Connect(t, addrs, opts...)
 }
 
 // queuePath is a path no other test uses. When the test ends the queue must

@@ -13,7 +13,6 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/zktest"
@@ -24,8 +23,7 @@ import (
 func setup(t *testing.T) *zktest.Server {
 	t.Helper()
 	srv := zktest.Start(t)
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+	zktest.CheckGoroutines(t)
 	return srv
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -55,7 +56,7 @@ type Lease struct {
 	mu      sync.Mutex
 	version int32         // our node's data version: 0 unless the holder set it
 	err     error         // nil while held
-	sent    bool          // a release was sent; it may have been applied
+	sent    atomic.Bool   // a release was sent; it may have been applied
 	unlock  sync.Mutex    // one Unlock at a time
 	write   sync.Mutex    // one setData at a time
 	inUse   chan struct{} // closed when the Unlock in flight returns
@@ -129,8 +130,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		return err
 	}
 	l.mu.Lock()
-	retry := l.sent
-	l.sent = true
+	retry := l.sent.Swap(true)
 	l.inUse = make(chan struct{})
 	l.mu.Unlock()
 
@@ -199,21 +199,12 @@ func (l *Lease) monitor(own *ownWatch) {
 // Proclaim), is no loss: the watch is then set on the node again and its
 // version compared with the holder's writes.
 func (l *Lease) event(own *ownWatch, e zk.Event) bool {
-	l.mu.Lock()
-	sent, inUse := l.sent, l.inUse
-	l.mu.Unlock()
-	if sent {
-		// A release was sent: let the Unlock in flight decide, and look at
-		// the node only if it gave up without an answer.
-		select {
-		case <-inUse:
-		case <-l.stop:
-			return true
-		}
-		if l.Err() != nil {
-			return true
-		}
-	} else if e.Type != zk.EventNodeDataChanged && !(own.onDir && e.Type == zk.EventNodeChildrenChanged) {
+	if l.settled() {
+		return true
+	}
+	// pending: a release was sent, and its Unlock gave up without an answer.
+	pending := l.sent.Load()
+	if !pending && e.Type != zk.EventNodeDataChanged && !(own.onDir && e.Type == zk.EventNodeChildrenChanged) {
 		l.end(lostBy(l.s, e))
 		return true
 	}
@@ -223,12 +214,29 @@ func (l *Lease) event(own *ownWatch, e zk.Event) bool {
 		return false
 	case err == nil:
 		l.end(fmt.Errorf("%w: our node was modified by another client", ErrLockLost))
-	case sent && errors.Is(err, ErrLockLost) && l.s.Err() == nil:
-		l.end(ErrReleased) // gone after our release was sent: that release
+	case errors.Is(err, ErrLockLost) && (pending || l.settled()):
+		// Gone after our release was sent: that release. (end keeps the
+		// first reason, if Unlock gave one.)
+		l.end(ErrReleased)
 	default:
 		l.end(err)
 	}
 	return true
+}
+
+// settled waits for an Unlock in flight, whose answer decides, and reports
+// whether the lease has ended.
+func (l *Lease) settled() bool {
+	l.mu.Lock()
+	inUse := l.inUse
+	l.mu.Unlock()
+	if inUse != nil {
+		select {
+		case <-inUse:
+		case <-l.stop:
+		}
+	}
+	return l.Err() != nil
 }
 
 func (l *Lease) dataVersion() int32 {

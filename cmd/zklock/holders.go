@@ -17,16 +17,9 @@ import (
 
 // holders is `zklock holders`: list a lock's contenders.
 func (c *cli) holders(args []string) (int, error) {
-	fs := c.flagSet("holders")
-	if err := c.parse(fs, args, "holders PATH"); err != nil {
+	path, err := c.onePath("holders", args)
+	if err != nil {
 		return exitUsage, err
-	}
-	if fs.NArg() != 1 {
-		return exitUsage, usagef("holders: want one PATH, got %d arguments", fs.NArg())
-	}
-	path := fs.Arg(0)
-	if err := checkPath(path); err != nil {
-		return exitUsage, usagef("holders: %v", err)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -83,4 +76,21 @@ func printable(b []byte) string {
 		}
 	}
 	return s
+}
+
+// onePath parses the arguments of a command that takes one lock PATH and
+// no flags of its own.
+func (c *cli) onePath(name string, args []string) (string, error) {
+	fs := c.flagSet(name)
+	if err := c.parse(fs, args, name+" PATH"); err != nil {
+		return "", err
+	}
+	if fs.NArg() != 1 {
+		return "", usagef("%s: want one PATH, got %d arguments", name, fs.NArg())
+	}
+	path := fs.Arg(0)
+	if err := checkPath(path); err != nil {
+		return "", usagef("%s: %v", name, err)
+	}
+	return path, nil
 }

@@ -42,16 +42,9 @@ func (c *cli) lead(args []string) (int, error) {
 
 // leader is `zklock leader`: print the election's leader.
 func (c *cli) leader(args []string) (int, error) {
-	fs := c.flagSet("leader")
-	if err := c.parse(fs, args, "leader PATH"); err != nil {
+	path, err := c.onePath("leader", args)
+	if err != nil {
 		return exitUsage, err
-	}
-	if fs.NArg() != 1 {
-		return exitUsage, usagef("leader: want one PATH, got %d arguments", fs.NArg())
-	}
-	path := fs.Arg(0)
-	if err := checkPath(path); err != nil {
-		return exitUsage, usagef("leader: %v", err)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
