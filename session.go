@@ -328,7 +328,9 @@ func (s *Session) finish(why error) {
 // Call runs f, a blocking go-zookeeper call, and returns early with ctx's
 // cause if ctx ends first. The call then finishes on its own: go-zookeeper
 // answers every request, with an error at worst once its connection drops.
-// A write abandoned this way may still be applied: see IsAmbiguous.
+// A write abandoned this way may still be applied: see IsAmbiguous. After an
+// early return f is still running, so the caller must not read what f
+// writes unless Call returned nil.
 func Call(ctx context.Context, f func() error) error {
 	if ctx.Done() == nil {
 		return f()
