@@ -21,6 +21,8 @@ test: zk-up
 
 lint:
 	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt: files above need formatting" && exit 1)
+	$(GO) mod tidy -diff
+	cd bench && $(GO) mod tidy -diff
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 	test -x $(STATICCHECK) || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
