@@ -2,11 +2,7 @@ package fairqueue_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -37,9 +33,7 @@ func connect(t testing.TB, addrs []string, opts ...zkrecipes.Option) *zkrecipes.
 // directories are containers the server reaps).
 func queuePath(t *testing.T, addrs []string) string {
 	t.Helper()
-	var b [4]byte
-	rand.Read(b[:])
-	p := "/fairqueue-test/" + strings.NewReplacer("/", "-").Replace(t.Name()) + "-" + hex.EncodeToString(b[:])
+	p := zktest.Path(t, "/fairqueue-test")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -81,8 +75,5 @@ func bg(t *testing.T, d time.Duration) context.Context {
 // buildChild builds the program in testdata/<name> and returns its path.
 func buildChild(t *testing.T, name string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), name)
-	out, err := exec.Command("go", "build", "-o", bin, "./testdata/"+name).CombinedOutput()
-	require.NoError(t, err, "go build ./testdata/%s: %s", name, out)
-	return bin
+	return zktest.BuildProgram(t, "./testdata/"+name)
 }

@@ -2,12 +2,7 @@ package zklock_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -37,9 +32,7 @@ func connect(t testing.TB, addrs []string, opts ...zkrecipes.Option) *zkrecipes.
 // node: every contender's node is gone.
 func lockPath(t *testing.T, s *zkrecipes.Session) string {
 	t.Helper()
-	var b [4]byte
-	rand.Read(b[:])
-	p := "/zklock-test/" + strings.NewReplacer("/", "-").Replace(t.Name()) + "-" + hex.EncodeToString(b[:])
+	p := zktest.Path(t, "/zklock-test")
 	t.Cleanup(func() { requireNoNodes(t, s, p) })
 	return p
 }
@@ -75,8 +68,5 @@ func bg(t *testing.T) context.Context {
 // tests that kill one with SIGKILL) and returns its path.
 func buildChild(t *testing.T, name string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), name)
-	out, err := exec.Command("go", "build", "-o", bin, "./testdata/"+name).CombinedOutput()
-	require.NoError(t, err, "go build ./testdata/%s: %s", name, out)
-	return bin
+	return zktest.BuildProgram(t, "./testdata/"+name)
 }
