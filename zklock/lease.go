@@ -38,7 +38,10 @@ var releaseMark = []byte("released")
 // Lease is one holding of a lock, a read or write lock, a semaphore permit or
 // a leadership. It ends when released or lost: lost when its session is over
 // (expired, declared lost by the client before the ensemble could expire it,
-// or closed) or when its node is deleted or changed by another client.
+// or closed) or when its node is deleted by another client. A change to the
+// node's data by another client is a loss too, noticed once the line has
+// changed: until then the child watch on the lock's directory stands in for
+// the watch on the node, and it fires on deletions, not on data changes.
 //
 // The holder is told of a loss through Done, Err and Context before any other
 // contender can be granted the lock. No lease can stop a holder that pauses
