@@ -18,6 +18,9 @@ import (
 // and one Session, and each Lock gets its own Lease. It is not reentrant: a
 // goroutine that calls Lock while holding a lease waits for itself.
 //
+// Do not write to contenders' nodes: a change to the data of one of our
+// nodes tells the contender behind it that it was released.
+//
 // It can share a lock path with Curator's InterProcessMutex, with kazoo's
 // Lock (given extra_lock_patterns=["-lock-"]) or with go-zookeeper's zk.Lock:
 // it orders their nodes and ours by sequence number, as they do. Curator and
