@@ -26,6 +26,7 @@ type options struct {
 	auth    []auth
 	acl     []zk.ACL
 	dialer  zk.Dialer
+	loss    float64 // lossFraction, but for tests of the expiry path
 	errs    []error
 }
 
@@ -113,6 +114,7 @@ const lossFraction = 0.8
 // A Session is safe for concurrent use by any number of goroutines and
 // recipes.
 type Session struct {
+	loss float64 // lossFraction
 	conn *zk.Conn
 	id   int64
 	log  *slog.Logger
@@ -136,7 +138,7 @@ type Session struct {
 // Connect dials the ensemble and waits until a session is established, or ctx
 // ends. servers are "host:port" addresses.
 func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, error) {
-	o := options{timeout: 10 * time.Second, logger: slog.New(slog.DiscardHandler), dialer: net.DialTimeout}
+	o := options{timeout: 10 * time.Second, logger: slog.New(slog.DiscardHandler), dialer: net.DialTimeout, loss: lossFraction}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -159,6 +161,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 	}
 
 	s := &Session{
+		loss:     o.loss,
 		log:      o.logger,
 		acl:      o.acl,
 		tr:       newTransport(),
@@ -295,7 +298,7 @@ func (s *Session) monitor() {
 		if why != nil {
 			break
 		}
-		limit := time.Duration(float64(s.Timeout()) * lossFraction)
+		limit := time.Duration(float64(s.Timeout()) * s.loss)
 		silent := s.tr.lastTouchAge()
 		if silent >= limit {
 			why = fmt.Errorf("%w: no reply proving contact for %v (timeout %v)", ErrSessionLost, silent.Round(time.Millisecond), s.Timeout())

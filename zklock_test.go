@@ -236,3 +236,48 @@ func TestLeaderKilledMidRun(t *testing.T) {
 	t.Logf("%d cycles before the kill, %d after", before.Load(), after.Load())
 	noNodesLeft(t, cluster.Addrs(), path)
 }
+
+// When the ensemble expires the session first (here the client's own loss
+// timer is set past the timeout, so the server wins), the Session learns it
+// on reconnecting, ends with ErrSessionExpired, and never comes back as a new
+// session; its leases end with it.
+func TestSessionExpiredByServer(t *testing.T) {
+	srv := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	path := zktest.Path(t, "/e2e")
+	var net zktest.Freezer
+	defer net.Thaw()
+	a := connect(t, srv.Addrs(), zkrecipes.WithSessionTimeout(2*time.Second),
+		zkrecipes.WithDialer(net.Dial), zkrecipes.WithLossFraction(10))
+	b := connect(t, srv.Addrs())
+	ma, _ := zklock.NewMutex(a, path)
+	mb, _ := zklock.NewMutex(b, path)
+	la, err := ma.Lock(ctx)
+	require.NoError(t, err)
+	id := a.ID()
+
+	net.Freeze()
+	lb, err := mb.Lock(ctx) // granted once the server expires a's session
+	require.NoError(t, err)
+	select {
+	case <-a.Done():
+		t.Fatal("the client gave up first; this test is about the server's expiry")
+	default:
+	}
+	net.Thaw()
+	select {
+	case <-a.Done():
+	case <-ctx.Done():
+		t.Fatal("the session never learned it had expired")
+	}
+	require.ErrorIs(t, a.Err(), zkrecipes.ErrSessionExpired)
+	<-la.Done()
+	require.ErrorIs(t, la.Err(), zklock.ErrLockLost)
+	require.ErrorIs(t, la.Err(), zkrecipes.ErrSessionExpired)
+	require.Equal(t, id, a.ID(), "a Session stays bound to its one session id")
+	_, err = ma.Lock(ctx)
+	require.ErrorIs(t, err, zkrecipes.ErrSessionExpired)
+	require.NoError(t, lb.Unlock(ctx))
+	noNodesLeft(t, srv.Addrs(), path)
+}
