@@ -132,9 +132,13 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		}
 		return err
 	}
+	// The monitor waits on inUse for this attempt's answer, so the lease
+	// must have ended (or not) before inUse closes.
+	inUse := make(chan struct{})
+	defer close(inUse)
 	l.mu.Lock()
 	retry := l.sent.Swap(true)
-	l.inUse = make(chan struct{})
+	l.inUse = inUse
 	l.mu.Unlock()
 
 	// If no one joined the line since we listed it, no one waits for our
@@ -150,7 +154,6 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		)
 		return multiErr(res, err)
 	})
-	close(l.inUse)
 	switch {
 	case err == nil, errors.Is(err, zk.ErrNoNode) && retry:
 		l.end(ErrReleased)
