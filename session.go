@@ -170,6 +170,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 		closeReq: make(chan struct{}),
 	}
 	s.tr.handshake = s.signal
+	s.tr.handshakeWait = max(time.Second, o.timeout/3)
 	conn, _, err := zk.Connect(servers, o.timeout,
 		zk.WithDialer(s.tr.dialer(o.dialer)),
 		zk.WithEventCallback(s.onEvent),

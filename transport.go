@@ -29,6 +29,13 @@ type transport struct {
 	created   sync.Map     // path of a created recipe node -> its Czxid
 	createdN  atomic.Int32
 	handshake func() // called after each connect response (must not block)
+
+	// handshakeWait bounds the wait for a connect response. go-zookeeper
+	// waits ten times its receive timeout (over a minute for a 10s
+	// session); a server that accepts the connection while it is still
+	// starting may never answer it (ZooKeeper 3.8 can fail to close it),
+	// and the session would expire while the client waits.
+	handshakeWait time.Duration
 }
 
 func newTransport() *transport { return &transport{epoch: time.Now()} }
@@ -85,8 +92,20 @@ type watchedConn struct {
 	creates map[int32]struct{}
 	connect int64 // send time of the connect request
 
-	rmu sync.Mutex
-	r   frameParser
+	rmu     sync.Mutex
+	r       frameParser
+	greeted atomic.Bool // the connect response has been read
+}
+
+// SetReadDeadline shortens go-zookeeper's deadline for the connect response
+// to the transport's handshakeWait.
+func (c *watchedConn) SetReadDeadline(d time.Time) error {
+	if w := c.t.handshakeWait; w > 0 && !c.greeted.Load() && !d.IsZero() {
+		if limit := time.Now().Add(w); d.After(limit) {
+			d = limit
+		}
+	}
+	return c.Conn.SetReadDeadline(d)
 }
 
 func (c *watchedConn) Write(p []byte) (int, error) {
@@ -125,6 +144,7 @@ func (c *watchedConn) Read(p []byte) (int, error) {
 
 func (c *watchedConn) reply(first bool, head []byte) int {
 	if first {
+		c.greeted.Store(true)
 		// connect response: protocolVersion, timeout, sessionId, ...
 		timeout := int32(binary.BigEndian.Uint32(head[4:8]))
 		sid := int64(binary.BigEndian.Uint64(head[8:16]))

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
@@ -115,7 +116,11 @@ func TestPrivateStopRestart(t *testing.T) {
 	require.Len(t, srv.Addrs(), 1)
 	require.NotEmpty(t, srv.LogFile())
 
-	conn := connect(t, srv.Addrs(), 10*time.Second)
+	// A zkrecipes Session, not a bare go-zookeeper client: a server that is
+	// still starting may accept a connection and never answer its
+	// handshake, and go-zookeeper alone would wait over a minute for it.
+	s := zktest.Connect(t, srv.Addrs(), zkrecipes.WithSessionTimeout(20*time.Second))
+	conn := s.Conn()
 	_, err := conn.Create("/persistent", []byte("kept"), 0, zk.WorldACL(zk.PermAll))
 	require.NoError(t, err)
 	_, err = conn.Create("/ephemeral", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
@@ -148,6 +153,7 @@ func TestPrivateStopRestart(t *testing.T) {
 	})
 	assert.True(t, ok)
 	assert.Equal(t, session, conn.SessionID())
+	assert.NoError(t, s.Err())
 }
 
 func TestCluster(t *testing.T) {
