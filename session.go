@@ -200,6 +200,15 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 			return nil, fmt.Errorf("zkrecipes: add %s auth: %w", a.scheme, err)
 		}
 	}
+	// One round trip before anyone can set a watch: go-zookeeper reads
+	// Conn.lastZxid unsynchronized in sendSetWatches right after a
+	// connection is made (go-zookeeper/zk#35); a watch set before it has
+	// run turns that into a data race with the receive loop. This also
+	// proves the connection answers requests.
+	if err := Call(ctx, func() error { _, _, err := conn.Exists("/"); return err }); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("zkrecipes: first request: %w", err)
+	}
 	s.wg.Add(1)
 	go s.monitor()
 	s.log.Debug("session established", "timeout", s.Timeout())
