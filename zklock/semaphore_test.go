@@ -32,6 +32,19 @@ func newSem(t testing.TB, s *zkrecipes.Session, path string, permits int, opts .
 	return sm
 }
 
+// holdAll takes every permit of the semaphore at path, each from a session
+// of its own.
+func holdAll(t *testing.T, ctx context.Context, addrs []string, path string, permits int) []*zklock.Lease {
+	t.Helper()
+	var held []*zklock.Lease
+	for range permits {
+		l, err := newSem(t, connect(t, addrs), path, permits).Acquire(ctx)
+		require.NoError(t, err)
+		held = append(held, l)
+	}
+	return held
+}
+
 // semJoin starts an Acquire on sm in its own goroutine and returns once its
 // node is in line behind `ahead` others (so callers control the order of
 // arrival). The lease, once granted, goes to the returned channel.
@@ -149,12 +162,7 @@ func TestSemaphoreLiveWhateverOrderHoldersLeave(t *testing.T) {
 			first := connect(t, srv.Addrs())
 			path := lockPath(t, first)
 			observer := newSem(t, first, path, permits)
-			var held []*zklock.Lease
-			for range permits {
-				l, err := newSem(t, connect(t, srv.Addrs()), path, permits).Acquire(ctx)
-				require.NoError(t, err)
-				held = append(held, l)
-			}
+			held := holdAll(t, ctx, srv.Addrs(), path, permits)
 			var gots []<-chan *zklock.Lease
 			for i := range waiters {
 				sm := newSem(t, connect(t, srv.Addrs()), path, permits, zklock.WithData([]byte(fmt.Sprint("waiter ", i))))
@@ -193,12 +201,7 @@ func TestSemaphoreWaitersWatchOneNodeEach(t *testing.T) {
 	first := connect(t, srv.Addrs())
 	path := lockPath(t, first)
 	observer := newSem(t, first, path, permits)
-	var held []*zklock.Lease
-	for range permits {
-		l, err := newSem(t, connect(t, srv.Addrs()), path, permits).Acquire(ctx)
-		require.NoError(t, err)
-		held = append(held, l)
-	}
+	held := holdAll(t, ctx, srv.Addrs(), path, permits)
 	var gots []<-chan *zklock.Lease
 	for i := range waiters {
 		gots = append(gots, semJoin(t, ctx, newSem(t, connect(t, srv.Addrs()), path, permits), observer, permits+i))
@@ -374,12 +377,7 @@ func TestSemaphoreWaiterGivesUp(t *testing.T) {
 	first := connect(t, srv.Addrs())
 	path := lockPath(t, first)
 	observer := newSem(t, first, path, permits)
-	var held []*zklock.Lease
-	for range permits {
-		l, err := newSem(t, connect(t, srv.Addrs()), path, permits).Acquire(ctx)
-		require.NoError(t, err)
-		held = append(held, l)
-	}
+	held := holdAll(t, ctx, srv.Addrs(), path, permits)
 
 	dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()

@@ -248,17 +248,35 @@ func TestRunTimeoutAndHolders(t *testing.T) {
 // TestRunLeaseLost deletes the holder's node from another session: zklock
 // must stop CMD (SIGTERM, then SIGKILL as CMD ignores SIGTERM) and exit 75.
 func TestRunLeaseLost(t *testing.T) {
+	testLossStopsCMD(t, "run", func(ctx context.Context, s *zkrecipes.Session, path string) (string, error) {
+		m, err := zklock.NewMutex(s, path)
+		if err != nil {
+			return "", err
+		}
+		cs, err := m.Contenders(ctx)
+		if err != nil || len(cs) != 1 {
+			return "", fmt.Errorf("contenders %v, %v; want the one holder", cs, err)
+		}
+		return cs[0].Path, nil
+	}, "lost the lock on ", "deleted by another client")
+}
+
+// testLossStopsCMD starts `zklock VERB PATH -- CMD` with a CMD that ignores
+// SIGTERM, deletes the node that node finds from another session, and checks
+// that zklock stops CMD (SIGTERM, then SIGKILL), exits 75 and says why:
+// stderr must contain want[0]+PATH and the rest of want.
+func testLossStopsCMD(t *testing.T, verb string, node func(context.Context, *zkrecipes.Session, string) (string, error), want ...string) {
 	addr := zktest.Start(t).Addr()
 	defer goleak.VerifyNone(t)
 	path := lockPath(t)
 	held := filepath.Join(t.TempDir(), "held")
 
-	run := zklockCmd(t, addr, "run", "-grace", "300ms", path, "--",
+	cmd := zklockCmd(t, addr, verb, "-grace", "300ms", path, "--",
 		"sh", "-c", `trap "" TERM; touch "$1"; while :; do sleep 0.1; done`, "sh", held)
-	if err := run.Start(); err != nil {
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFile(t, held, run)
+	waitFile(t, held, cmd)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -267,30 +285,27 @@ func TestRunLeaseLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	m, err := zklock.NewMutex(s, path)
+	p, err := node(ctx, s, path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := m.Contenders(ctx)
-	if err != nil || len(cs) != 1 {
-		t.Fatalf("contenders %v, %v; want the one holder", cs, err)
-	}
-	if err := s.Conn().Delete(cs[0].Path, -1); err != nil {
+	if err := s.Conn().Delete(p, -1); err != nil {
 		t.Fatal(err)
 	}
 
 	begin := time.Now()
-	err = run.Wait()
-	t.Logf("zklock stderr:\n%s", stderr(run))
-	if got := run.ProcessState.ExitCode(); got != exitLost {
-		t.Fatalf("exit status %d (%v), want %d; stderr:\n%s", got, err, exitLost, stderr(run))
+	err = cmd.Wait()
+	t.Logf("zklock stderr:\n%s", stderr(cmd))
+	if got := cmd.ProcessState.ExitCode(); got != exitLost {
+		t.Fatalf("exit status %d (%v), want %d; stderr:\n%s", got, err, exitLost, stderr(cmd))
 	}
 	if took := time.Since(begin); took > 10*time.Second {
 		t.Errorf("zklock took %v to stop CMD", took)
 	}
-	for _, want := range []string{"lost the lock on " + path, "deleted by another client", "SIGTERM", "SIGKILL"} {
-		if !strings.Contains(stderr(run), want) {
-			t.Errorf("stderr does not mention %q:\n%s", want, stderr(run))
+	want[0] += path
+	for _, w := range append(want, "SIGTERM", "SIGKILL") {
+		if !strings.Contains(stderr(cmd), w) {
+			t.Errorf("stderr does not mention %q:\n%s", w, stderr(cmd))
 		}
 	}
 }
@@ -402,51 +417,14 @@ func TestLeadTimeoutAndLeader(t *testing.T) {
 // TestLeadLost deletes the leader's node from another session: zklock must
 // stop CMD (SIGTERM, then SIGKILL as CMD ignores SIGTERM) and exit 75.
 func TestLeadLost(t *testing.T) {
-	addr := zktest.Start(t).Addr()
-	defer goleak.VerifyNone(t)
-	path := lockPath(t)
-	held := filepath.Join(t.TempDir(), "held")
-
-	lead := zklockCmd(t, addr, "lead", "-grace", "300ms", path, "--",
-		"sh", "-c", `trap "" TERM; touch "$1"; while :; do sleep 0.1; done`, "sh", held)
-	if err := lead.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitFile(t, held, lead)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := zkrecipes.Connect(ctx, []string{addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	el, err := zklock.NewElection(s, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := el.Leader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Conn().Delete(l.Path, -1); err != nil {
-		t.Fatal(err)
-	}
-
-	begin := time.Now()
-	err = lead.Wait()
-	t.Logf("zklock stderr:\n%s", stderr(lead))
-	if got := lead.ProcessState.ExitCode(); got != exitLost {
-		t.Fatalf("exit status %d (%v), want %d", got, err, exitLost)
-	}
-	if took := time.Since(begin); took > 10*time.Second {
-		t.Errorf("zklock took %v to stop CMD", took)
-	}
-	for _, want := range []string{"lost leadership of " + path, "SIGTERM", "SIGKILL"} {
-		if !strings.Contains(stderr(lead), want) {
-			t.Errorf("stderr does not mention %q", want)
+	testLossStopsCMD(t, "lead", func(ctx context.Context, s *zkrecipes.Session, path string) (string, error) {
+		el, err := zklock.NewElection(s, path)
+		if err != nil {
+			return "", err
 		}
-	}
+		l, err := el.Leader(ctx)
+		return l.Path, err
+	}, "lost leadership of ")
 }
 
 func TestDemo(t *testing.T) {
