@@ -1,6 +1,10 @@
 package zkrecipes
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/zkrecipes/zkrecipes/internal/session"
+)
 
 // Sentinel errors, for errors.Is. Errors returned by this module wrap them with
 // the detail (which path, which option) that explains the failure.
@@ -8,15 +12,15 @@ var (
 	// ErrSessionExpired: the ZooKeeper ensemble expired the session (or the
 	// client found itself bound to a different session id). Its ephemeral
 	// nodes, and so every lock made on it, are gone.
-	ErrSessionExpired = errors.New("zkrecipes: session expired")
+	ErrSessionExpired = session.ErrExpired
 
 	// ErrSessionLost: the client heard nothing from the ensemble for so long
 	// that the session may expire at any moment, and gave it up before the
 	// ensemble could hand its locks to anyone else.
-	ErrSessionLost = errors.New("zkrecipes: session lost")
+	ErrSessionLost = session.ErrLost
 
 	// ErrClosed: the session was closed by its owner.
-	ErrClosed = errors.New("zkrecipes: session closed")
+	ErrClosed = session.ErrClosed
 
 	// ErrInvalidPath: a ZooKeeper path that is empty, relative, ends in '/',
 	// holds an empty, "." or ".." element, or a character ZooKeeper refuses.
@@ -34,3 +38,9 @@ var (
 // MaxDataSize is the largest node payload the recipes accept: ZooKeeper's
 // default 1 MiB request limit, less room for the path and headers.
 const MaxDataSize = 1<<20 - 4<<10
+
+// IsAmbiguous reports whether err leaves a request's outcome unknown: the
+// connection dropped or the caller gave up while it was in flight. A write
+// that failed so may still be applied, even later; the recipes look for
+// its outcome before they act on it, and so should callers of Conn.
+func IsAmbiguous(err error) bool { return session.IsAmbiguous(err) }

@@ -113,7 +113,7 @@ func TestSessionSurvivesServerRestart(t *testing.T) {
 	require.NoError(t, err)
 	srv.Stop()
 	srv.Restart()
-	require.Eventually(t, s.Connected, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return s.Conn().State() == zk.StateHasSession }, 20*time.Second, 50*time.Millisecond)
 	require.NoError(t, s.Err())
 	require.Equal(t, id, s.Conn().SessionID())
 	ok, _, err := s.Conn().Exists("/survivor")

@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // DeadLetter is an item that was delivered WithMaxAttempts times without
@@ -44,48 +46,49 @@ func (q *Queue) buryOps(id, item string, version int32, attempts int, data []byt
 
 // bury moves an unclaimed item to dead/, making the directory if needed.
 func (q *Queue) bury(ctx context.Context, id, item string, version int32, attempts int, data []byte, claimOps ...any) error {
-	for range 3 {
-		_, i, err := multi(ctx, q.s, q.buryOps(id, item, version, attempts, data, claimOps...)...)
-		if i == len(claimOps) && errors.Is(err, zk.ErrNoNode) {
-			if err := ensureDir(ctx, q.s, q.dead, q.acl); err != nil {
+	for range maxDirTries {
+		ops := q.buryOps(id, item, version, attempts, data, claimOps...)
+		res, err := znode.Do(ctx, func() ([]zk.MultiResponse, error) { return q.s.Conn().Multi(ops...) })
+		i, err := znode.MultiErr(res, err)
+		switch {
+		case i == len(claimOps) && errors.Is(err, zk.ErrNoNode):
+			if err := znode.EnsureDir(ctx, q.s, q.dead, q.acl); err != nil {
 				return err
 			}
 			continue
-		}
-		if i == 0 && errors.Is(err, zk.ErrNoNode) {
-			if err := ensureDir(ctx, q.s, q.claims, q.acl); err != nil {
+		case i == 0 && errors.Is(err, zk.ErrNoNode):
+			if err := znode.EnsureDir(ctx, q.s, q.claims, q.acl); err != nil {
 				return err
 			}
 			continue
-		}
-		if err == nil {
+		case err == nil:
 			q.log.Info("fairqueue: item moved to dead letters", "id", id, "attempts", attempts)
 			return nil
 		}
-		return fmt.Errorf("fairqueue: move %s to dead letters: %w", id, err)
+		return fmt.Errorf("move %s to dead letters: %w", id, err)
 	}
-	return fmt.Errorf("fairqueue: move %s to dead letters: directories keep vanishing", id)
+	return fmt.Errorf("move %s to dead letters: directories keep vanishing", id)
 }
 
 // DeadLetters lists the dead letters, oldest id first. The dead/ directory
 // is one flat directory: it is meant to stay small (one listing must fit in
 // 1 MiB: some tens of thousands of dead letters).
 func (q *Queue) DeadLetters(ctx context.Context) ([]DeadLetter, error) {
-	ids, err := children(ctx, q.s, q.dead)
+	ids, err := znode.Children(ctx, q.s, q.dead)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("fairqueue: dead letters: %w", err)
 	}
 	slices.Sort(ids)
 	out := make([]DeadLetter, 0, len(ids))
 	for _, id := range ids {
-		raw, _, err := get(ctx, q.s, q.dead+"/"+id)
+		n, err := znode.Get(ctx, q.s, q.dead+"/"+id)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue // requeued meanwhile
 		}
 		if err != nil {
 			return nil, fmt.Errorf("fairqueue: read dead letter %s: %w", id, err)
 		}
-		d, err := parseDead(id, raw)
+		d, err := parseDead(id, n.Data)
 		if err != nil {
 			return nil, err
 		}
@@ -103,20 +106,23 @@ func (q *Queue) Requeue(ctx context.Context, id string) error {
 		return fmt.Errorf("fairqueue: requeue: %w", err)
 	}
 	p := q.dead + "/" + id
-	raw, st, err := get(ctx, q.s, p)
+	n, err := znode.Get(ctx, q.s, p)
 	if errors.Is(err, zk.ErrNoNode) {
 		return fmt.Errorf("fairqueue: requeue: %w: %s", ErrNoDeadLetter, id)
 	}
 	if err != nil {
 		return fmt.Errorf("fairqueue: requeue %s: %w", id, err)
 	}
-	d, err := parseDead(id, raw)
+	d, err := parseDead(id, n.Data)
 	if err != nil {
 		return err
 	}
-	_, err = q.put(ctx, d.Data, &zk.DeleteRequest{Path: p, Version: st.Version})
-	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
+	_, err = q.put(ctx, d.Data, &zk.DeleteRequest{Path: p, Version: n.Stat.Version})
+	switch {
+	case errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion):
 		return fmt.Errorf("fairqueue: requeue: %w: %s (requeued by another client?)", ErrNoDeadLetter, id)
+	case err != nil:
+		return fmt.Errorf("fairqueue: requeue %s: %w", id, err)
 	}
-	return err
+	return nil
 }

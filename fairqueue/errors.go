@@ -3,21 +3,33 @@ package fairqueue
 import "errors"
 
 // Sentinel errors, for errors.Is. Errors returned by this package wrap them
-// (and the root package's sentinels) with the detail.
+// (and the root package's sentinels) with the detail: "fairqueue: ack
+// 0000000003-0000000041: claim lost: session expired".
 var (
 	// ErrEmpty: TryTake found no pending item.
-	ErrEmpty = errors.New("fairqueue: queue is empty")
+	ErrEmpty = errors.New("queue is empty")
 
 	// ErrClaimLost: the job's claim is gone (its session ended, or another
 	// client deleted it); the item is, or will be, delivered again.
-	ErrClaimLost = errors.New("fairqueue: claim lost")
+	ErrClaimLost = errors.New("claim lost")
 
-	// ErrOutcomeUnknown: a write was cut off (connection lost, ctx ended)
-	// and may or may not have been applied. A Put that returns it may have
-	// added the item: the caller decides whether to put it again.
-	ErrOutcomeUnknown = errors.New("fairqueue: outcome unknown")
+	// ErrOutcomeUnknown: a write was cut off (ctx ended mid-call) and may
+	// or may not have been applied. A Put that returns it may have added
+	// the item: the caller decides whether to put it again. An Ack or Nack
+	// that returns it goes on in the background until it is applied.
+	ErrOutcomeUnknown = errors.New("outcome unknown")
 
 	// ErrNoDeadLetter: Requeue was given an id that is not in the
 	// dead-letter area.
-	ErrNoDeadLetter = errors.New("fairqueue: no such dead letter")
+	ErrNoDeadLetter = errors.New("no such dead letter")
+)
+
+var (
+	// errLineLost: our place in the consumers' line is gone (deleted by
+	// another client, or our session ended).
+	errLineLost = errors.New("place in the consumers' line lost")
+	// errMixed: the line's directory holds other recipes' nodes.
+	errMixed = errors.New("the consumers' line holds other recipes' nodes")
+	// errSettled: a Job's owner says so once Ack or Nack is applied.
+	errSettled = errors.New("job settled")
 )

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/zkrecipes/zkrecipes"
+
+	"github.com/zkrecipes/zkrecipes/internal/owner"
+	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // Job is one delivery of an item, claimed by this consumer until Ack, Nack
@@ -17,39 +18,27 @@ import (
 // session. If the session ends before Ack, the item is delivered again to
 // another consumer; Done tells this consumer so, as early as the Session
 // knows (before the ensemble expires the session, when the Session gives
-// itself up first). No claim can stop a consumer that pauses past that
-// point: jobs must be safe to run twice.
+// itself up first). A disconnect the session survives is not a loss. No
+// claim can stop a consumer that pauses past that point: jobs must be safe
+// to run twice.
+//
+// One goroutine owns the claim's state (the same owner as a zklock
+// Lease's); the methods are messages to it, and are safe for concurrent use.
 type Job struct {
 	q       *Queue
+	o       *owner.Owner
 	id      string
 	item    string // the item's path
 	claim   string // the claim's path
 	data    []byte
 	version int32 // the item's data version after our claim: its delivery count
-
-	done chan struct{} // closed when the claim is lost
-	stop chan struct{} // closed when Ack or Nack settled the job
-
-	mu      sync.Mutex
-	state   jobState
-	sent    bool // an Ack or Nack was sent; it may have been applied
-	lostErr error
 }
 
-type jobState int
-
-const (
-	active jobState = iota
-	ending          // an Ack or Nack is in flight: changes to the claim are ours
-	settled
-	lost
-)
-
 func newJob(q *Queue, id, item, claim string, data []byte, version int32) *Job {
-	j := &Job{q: q, id: id, item: item, claim: claim, data: data, version: version,
-		done: make(chan struct{}), stop: make(chan struct{})}
-	go j.monitor()
-	return j
+	// The owner sets its watch on the claim itself, off Take's path, so it
+	// costs Take no round trip.
+	o := owner.Start(owner.Config{Session: q.s, Path: claim, Lost: ErrClaimLost, Released: errSettled})
+	return &Job{q: q, o: o, id: id, item: item, claim: claim, data: data, version: version}
 }
 
 // ID is the item's id, "<bucket>-<sequence>". Ids sort in queue order and
@@ -65,16 +54,20 @@ func (j *Job) Attempt() int { return int(j.version) }
 // Done is closed if the claim is lost (the session ended, or another client
 // deleted the claim): the item will be delivered again. It is not closed by
 // Ack or Nack.
-func (j *Job) Done() <-chan struct{} { return j.done }
+func (j *Job) Done() <-chan struct{} { return j.o.Lost() }
 
 // Ack removes the item for good, with its claim, in one multi. It returns an
 // error wrapping ErrClaimLost if the claim was lost (the item is then
-// delivered again), or ErrOutcomeUnknown if the outcome is unknown (call Ack
-// again). Ack after Ack returns nil.
+// delivered again). Once called, the ack goes on until it is applied or the
+// session is over, whatever becomes of ctx: if ctx ends first, Ack returns
+// an error wrapping ErrOutcomeUnknown and ctx's cause. Ack after Ack (or
+// Nack) returns nil.
 func (j *Job) Ack(ctx context.Context) error {
-	return j.settle(ctx, "ack",
-		&zk.DeleteRequest{Path: j.item, Version: j.version},
-		&zk.DeleteRequest{Path: j.claim, Version: -1})
+	return j.settle(ctx, "ack", func(conn *zk.Conn) error {
+		return gone(znode.MultiErr(conn.Multi(
+			&zk.DeleteRequest{Path: j.item, Version: j.version},
+			&zk.DeleteRequest{Path: j.claim, Version: -1})))
+	})
 }
 
 // Nack gives the item back: it stays at its original place in line, ahead
@@ -84,137 +77,62 @@ func (j *Job) Ack(ctx context.Context) error {
 // for Ack.
 func (j *Job) Nack(ctx context.Context) error {
 	if j.q.maxAttempts > 0 && j.Attempt() >= j.q.maxAttempts {
-		// The multi's only possible NoNode must be the claim's: make dead/ first.
-		if err := ensureDir(ctx, j.q.s, j.q.dead, j.q.acl); err != nil {
-			return fmt.Errorf("fairqueue: nack %s: %w", j.id, err)
-		}
-		return j.settle(ctx, "nack", j.q.buryOps(j.id, j.item, j.version, j.Attempt(), j.data,
-			&zk.DeleteRequest{Path: j.claim, Version: -1})...)
+		return j.settle(ctx, "nack", j.bury)
 	}
 	// The version check fences: if the claim was lost and the item claimed
 	// again, its version moved on and we must not delete the new claim.
-	return j.settle(ctx, "nack",
-		&zk.CheckVersionRequest{Path: j.item, Version: j.version},
-		&zk.DeleteRequest{Path: j.claim, Version: -1})
+	return j.settle(ctx, "nack", func(conn *zk.Conn) error {
+		return gone(znode.MultiErr(conn.Multi(
+			&zk.CheckVersionRequest{Path: j.item, Version: j.version},
+			&zk.DeleteRequest{Path: j.claim, Version: -1})))
+	})
 }
 
-func (j *Job) settle(ctx context.Context, op string, ops ...any) error {
-	j.mu.Lock()
-	switch j.state {
-	case settled:
-		j.mu.Unlock()
-		return nil
-	case lost:
-		err := j.lostErr
-		j.mu.Unlock()
-		return fmt.Errorf("fairqueue: %s %s: %w", op, j.id, err)
+// bury moves the item to dead/ with the claim's delete, in one multi; a
+// missing dead/ (never made, or reaped since) is made and the multi sent
+// again.
+func (j *Job) bury(conn *zk.Conn) error {
+	ops := j.q.buryOps(j.id, j.item, j.version, j.Attempt(), j.data,
+		&zk.DeleteRequest{Path: j.claim, Version: -1})
+	for range maxDirTries {
+		i, err := znode.MultiErr(conn.Multi(ops...))
+		if i == 1 && errors.Is(err, zk.ErrNoNode) {
+			if _, err := conn.CreateContainer(j.q.dead, nil, zk.FlagContainer, j.q.acl); err != nil &&
+				!errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, zk.ErrNoNode) {
+				return err
+			}
+			continue
+		}
+		if err == nil {
+			j.q.log.Info("fairqueue: item moved to dead letters", "id", j.id, "attempts", j.Attempt())
+		}
+		return gone(i, err)
 	}
-	j.state = ending
-	retry := j.sent
-	j.sent = true
-	j.mu.Unlock()
+	return fmt.Errorf("move %s to dead letters: %s keeps vanishing", j.id, j.q.dead)
+}
 
-	_, i, err := multi(ctx, j.q.s, ops...)
+// maxDirTries bounds the retries of a multi whose directory keeps being
+// reaped between its creation and the multi.
+const maxDirTries = 8
+
+// gone maps a multi's failure to what the owner needs to know: the claim or
+// the item is gone or moved on (our own earlier try, or a loss), or
+// something else.
+func gone(_ int, err error) error {
+	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
+		return owner.ErrGone
+	}
+	return err
+}
+
+func (j *Job) settle(ctx context.Context, op string, fn func(*zk.Conn) error) error {
+	err := j.o.ReleaseWith(ctx, func(conn *zk.Conn, _ bool) error { return fn(conn) })
 	switch {
 	case err == nil:
-		j.finish(settled, nil)
 		return nil
-	case i >= 0 && retry && j.q.s.Err() == nil && (errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion)):
-		// Our first try was applied: while our session lives, only we can
-		// remove the claim or move the item's version on.
-		j.finish(settled, nil)
-		return nil
-	case i >= 0 && (errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion)):
-		j.finish(lost, fmt.Errorf("%w: claim or item changed by another client", ErrClaimLost))
-	case j.q.s.Err() != nil:
-		j.finish(lost, fmt.Errorf("%w: %w", ErrClaimLost, j.q.s.Err()))
-	case i < 0 && zkrecipes.IsAmbiguous(err):
-		j.mu.Lock()
-		if j.state == ending {
-			j.state = active
-		}
-		j.mu.Unlock()
+	case ctx.Err() != nil && j.o.Err() == nil:
 		return fmt.Errorf("fairqueue: %s %s: %w: %w", op, j.id, ErrOutcomeUnknown, err)
 	default:
-		j.mu.Lock()
-		if j.state == ending {
-			j.state = active
-		}
-		j.mu.Unlock()
 		return fmt.Errorf("fairqueue: %s %s: %w", op, j.id, err)
 	}
-	return fmt.Errorf("fairqueue: %s %s: %w", op, j.id, j.lostErr)
-}
-
-// finish ends the job, once.
-func (j *Job) finish(state jobState, why error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.state == settled || j.state == lost {
-		return
-	}
-	j.state, j.lostErr = state, why
-	if state == lost {
-		close(j.done)
-	}
-	close(j.stop)
-}
-
-// monitor watches the claim and the session, and closes done on a loss.
-// The watch is set here, off Take's path, so it costs Take no round trip.
-func (j *Job) monitor() {
-	s := j.q.s
-	var ev <-chan zk.Event
-	err := zkrecipes.Call(context.Background(), func() (err error) {
-		_, _, ev, err = s.Conn().GetW(j.claim)
-		return err
-	})
-	if err != nil {
-		j.changed(fmt.Errorf("%w: %w", ErrClaimLost, err))
-		return
-	}
-	select {
-	case e := <-ev:
-		if e.Type == zk.EventNotWatching || e.Err != nil {
-			<-s.Done()
-			j.changed(fmt.Errorf("%w: %w", ErrClaimLost, s.Err()))
-			return
-		}
-		j.changed(fmt.Errorf("%w: the claim was deleted or changed by another client", ErrClaimLost))
-	case <-s.Done():
-		j.changed(fmt.Errorf("%w: %w", ErrClaimLost, s.Err()))
-	case <-j.stop:
-	}
-}
-
-// changed handles a change to the claim: our own Ack or Nack, or a loss.
-func (j *Job) changed(why error) {
-	for {
-		j.mu.Lock()
-		st := j.state
-		j.mu.Unlock()
-		if st != ending {
-			break
-		}
-		// An Ack or Nack is in flight: let it decide.
-		select {
-		case <-j.stop:
-			return
-		case <-j.q.s.Done():
-			j.finish(lost, fmt.Errorf("%w: %w", ErrClaimLost, j.q.s.Err()))
-			return
-		}
-	}
-	if j.q.s.Err() == nil && errors.Is(why, ErrClaimLost) {
-		j.mu.Lock()
-		sent := j.sent
-		j.mu.Unlock()
-		if sent {
-			// An Ack or Nack gave up without an answer and this is it
-			// being applied.
-			j.finish(settled, nil)
-			return
-		}
-	}
-	j.finish(lost, why)
 }

@@ -1,15 +1,11 @@
 package fairqueue
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes"
-	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // Node names. A bucket is "b" and its number, printed with ten digits so
@@ -18,7 +14,6 @@ import (
 const (
 	bucketPrefix = "b"
 	itemPrefix   = "i-"
-	lineMarker   = "-take-"
 )
 
 func bucketName(n int64) string { return fmt.Sprintf("%s%010d", bucketPrefix, n) }
@@ -56,74 +51,4 @@ func parseID(id string) (bucket, seq int64, err error) {
 		return 0, 0, fmt.Errorf("%w: malformed job id %q", zkrecipes.ErrInvalidArgument, id)
 	}
 	return bucket, seq, nil
-}
-
-// ensureDir creates dir and its missing ancestors as container nodes, so a
-// queue leaves nothing behind once empty.
-func ensureDir(ctx context.Context, s *zkrecipes.Session, dir string, acl []zk.ACL) error {
-	if err := znode.EnsureDir(ctx, s, dir, acl); err != nil {
-		return fmt.Errorf("fairqueue: %w", err)
-	}
-	return nil
-}
-
-// multi runs ops in one transaction and returns the index of the op that
-// failed and its error; -1 with the error when no op is to blame (the
-// connection failed, ctx ended).
-func multi(ctx context.Context, s *zkrecipes.Session, ops ...any) ([]zk.MultiResponse, int, error) {
-	res, err := znode.Do(ctx, func() ([]zk.MultiResponse, error) { return s.Conn().Multi(ops...) })
-	// Ops before the failing one report no error, those after it a
-	// runtime inconsistency: the first error is the cause.
-	for i, r := range res {
-		if r.Error != nil {
-			return res, i, r.Error
-		}
-	}
-	if err != nil {
-		return res, -1, err
-	}
-	return res, -1, nil
-}
-
-// children lists dir; a missing dir is an empty one.
-func children(ctx context.Context, s *zkrecipes.Session, dir string) ([]string, error) {
-	ch, err := znode.Do(ctx, func() ([]string, error) {
-		ch, _, err := s.Conn().Children(dir)
-		return ch, err
-	})
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("fairqueue: list %s: %w", dir, err)
-	}
-	return ch, nil
-}
-
-// got is a node's data and Stat.
-type got struct {
-	data []byte
-	stat *zk.Stat
-}
-
-func get(ctx context.Context, s *zkrecipes.Session, p string) ([]byte, *zk.Stat, error) {
-	g, err := znode.Do(ctx, func() (got, error) {
-		d, st, err := s.Conn().Get(p)
-		return got{d, st}, err
-	})
-	return g.data, g.stat, err
-}
-
-// watched is a listing with its child watch.
-type watched struct {
-	names []string
-	ev    <-chan zk.Event
-}
-
-func childrenW(ctx context.Context, s *zkrecipes.Session, dir string) ([]string, <-chan zk.Event, error) {
-	w, err := znode.Do(ctx, func() (watched, error) {
-		names, _, ev, err := s.Conn().ChildrenW(dir)
-		return watched{names, ev}, err
-	})
-	return w.names, w.ev, err
 }

@@ -10,7 +10,9 @@ import (
 	"sync/atomic"
 
 	"github.com/go-zookeeper/zk"
+
 	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/internal/session"
 	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
@@ -27,7 +29,7 @@ import (
 // A Queue is safe for concurrent use by many goroutines; producers and
 // consumers may each have their own Queue on their own Session.
 type Queue struct {
-	s   *zkrecipes.Session
+	s   *session.Session
 	log *slog.Logger
 	dir string
 	acl []zk.ACL
@@ -47,9 +49,9 @@ type Queue struct {
 // the first Put or Take, as containers the server removes once empty.
 func New(s *zkrecipes.Session, path string, opts ...Option) (*Queue, error) {
 	if s == nil {
-		return nil, fmt.Errorf("%w: nil Session", zkrecipes.ErrInvalidArgument)
+		return nil, fmt.Errorf("fairqueue: %w: nil Session", zkrecipes.ErrInvalidArgument)
 	}
-	if err := zkrecipes.ValidatePath(path); err != nil {
+	if err := znode.ValidatePath(path); err != nil {
 		return nil, fmt.Errorf("fairqueue: %w", err)
 	}
 	o := options{bucketSize: defaultBucketSize}
@@ -59,17 +61,17 @@ func New(s *zkrecipes.Session, path string, opts ...Option) (*Queue, error) {
 	if err := errors.Join(o.errs...); err != nil {
 		return nil, fmt.Errorf("fairqueue: %w", err)
 	}
-	if err := s.Err(); err != nil {
+	ss := s.Internal(session.Key{})
+	if err := ss.Err(); err != nil {
 		return nil, fmt.Errorf("fairqueue: session is over: %w", err)
 	}
 	if o.acl == nil {
-		o.acl = s.ACL()
+		o.acl = ss.ACL()
 	}
 	return &Queue{
-		s: s, log: s.Logger().With("queue", path), dir: path, acl: o.acl,
+		s: ss, log: ss.Log().With("queue", path), dir: path, acl: o.acl,
 		maxAttempts: o.maxAttempts, bucketSize: o.bucketSize,
 		items: path + "/items", claims: path + "/claims", line: path + "/line", dead: path + "/dead",
-		tail: tail{hi: -1},
 	}, nil
 }
 
@@ -77,7 +79,7 @@ func (q *Queue) bucketPath(n int64) string { return q.items + "/" + bucketName(n
 
 // buckets lists the bucket numbers in order.
 func (q *Queue) buckets(ctx context.Context) ([]int64, error) {
-	names, err := children(ctx, q.s, q.items)
+	names, err := znode.Children(ctx, q.s, q.items)
 	if err != nil {
 		return nil, err
 	}
@@ -97,11 +99,11 @@ func (q *Queue) buckets(ctx context.Context) ([]int64, error) {
 func (q *Queue) Len(ctx context.Context) (int, error) {
 	bs, err := q.buckets(ctx)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("fairqueue: len: %w", err)
 	}
-	claims, err := children(ctx, q.s, q.claims)
+	claims, err := znode.Children(ctx, q.s, q.claims)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("fairqueue: len: %w", err)
 	}
 	// Ask for every bucket's size at once: the client pipelines them.
 	counts := make([]int32, len(bs))
@@ -114,7 +116,7 @@ func (q *Queue) Len(ctx context.Context) (int, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			counts[i], errs[i] = znode.Do(ctx, func() (int32, error) {
+			counts[i], errs[i] = znode.Retry(ctx, q.s, func() (int32, error) {
 				_, st, err := q.s.Conn().Exists(q.bucketPath(b))
 				if err != nil || st == nil {
 					return 0, err

@@ -225,7 +225,8 @@ func TestElectionObserveSeesEachChangeInOrder(t *testing.T) {
 	octx, ocancel := context.WithCancel(ctx)
 	defer ocancel()
 	ch := eo.Observe(octx)
-	requireQuiet(t, ch) // no leader, nothing said
+	require.Equal(t, zklock.Leader{}, recv(t, ch), "no leader yet: said so")
+	requireQuiet(t, ch)
 
 	la, err := ea.Campaign(ctx, []byte("v1"))
 	require.NoError(t, err)

@@ -1,17 +1,30 @@
-// Package zklock holds ZooKeeper's lock recipes done right: a fair mutex, a
-// read/write lock, a semaphore and leader election. Every acquire returns a
-// Lease that carries a fencing token and says when it is lost.
 package zklock
 
 import "errors"
 
-// Sentinel errors, for errors.Is.
+// Sentinel errors, for errors.Is. The errors this package returns wrap them
+// with what happened and where: "zklock: lock /app/l: lock lost: our node
+// was deleted by another client".
 var (
-	ErrLocked          = errors.New("zklock: locked by another contender")
-	ErrLockLost        = errors.New("zklock: lock lost")
-	ErrReleased        = errors.New("zklock: lease released")
-	ErrNoPermit        = errors.New("zklock: no permit free")
-	ErrPermitsMismatch = errors.New("zklock: semaphore permits mismatch")
-	ErrNoLeader        = errors.New("zklock: no leader")
-	ErrNotLeader       = errors.New("zklock: not the leader")
+	// ErrLocked: TryLock, TryRLock: another contender holds the lock or
+	// waits for it.
+	ErrLocked = errors.New("locked by another contender")
+	// ErrLockLost: a lease (or a contender's place in line) was lost: its
+	// session is over, or its node was deleted or written by another client.
+	ErrLockLost = errors.New("lock lost")
+	// ErrReleased: Lease.Err after the lease was released.
+	ErrReleased = errors.New("lease released")
+	// ErrNoPermit: TryAcquire: every permit is held or waited for.
+	ErrNoPermit = errors.New("no permit free")
+	// ErrPermitsMismatch: the semaphore's directory records another number
+	// of permits.
+	ErrPermitsMismatch = errors.New("semaphore permits mismatch")
+	// ErrNoLeader: Leader: the election has no contender.
+	ErrNoLeader = errors.New("no leader")
+	// ErrNotLeader: Proclaim after the leadership ended.
+	ErrNotLeader = errors.New("not the leader")
+	// ErrPathInUse: the path holds the contenders of another kind of recipe
+	// (a Semaphore's on a Mutex's path, say). A Mutex and an RWMutex may
+	// share a path: a Mutex contender is a writer.
+	ErrPathInUse = errors.New("path in use by another kind of recipe")
 )

@@ -5,13 +5,18 @@ import (
 	"fmt"
 
 	"github.com/go-zookeeper/zk"
+
 	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/internal/session"
+	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // Option configures a recipe.
 type Option func(*options)
 
 type options struct {
+	s    *session.Session
+	dir  string
 	data []byte
 	acl  []zk.ACL
 	errs []error
@@ -46,22 +51,23 @@ func WithACL(acl []zk.ACL) Option {
 func newOptions(s *zkrecipes.Session, path string, opts []Option) (options, error) {
 	var o options
 	if s == nil {
-		return o, fmt.Errorf("%w: nil Session", zkrecipes.ErrInvalidArgument)
+		return o, fmt.Errorf("zklock: %w: nil Session", zkrecipes.ErrInvalidArgument)
 	}
-	if err := s.Err(); err != nil {
+	o.s, o.dir = s.Internal(session.Key{}), path
+	if err := o.s.Err(); err != nil {
 		return o, fmt.Errorf("zklock: session is over: %w", err)
 	}
-	if err := zkrecipes.ValidatePath(path); err != nil {
-		return o, err
+	if err := znode.ValidatePath(path); err != nil {
+		return o, fmt.Errorf("zklock: %w", err)
 	}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if err := errors.Join(o.errs...); err != nil {
-		return o, err
+		return o, fmt.Errorf("zklock: %w", err)
 	}
 	if o.acl == nil {
-		o.acl = s.ACL()
+		o.acl = o.s.ACL()
 	}
 	if o.data == nil {
 		o.data = []byte{}

@@ -3,26 +3,11 @@ package zklock
 import (
 	"context"
 	"fmt"
-	"regexp"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/internal/line"
+	"github.com/zkrecipes/zkrecipes/internal/session"
 )
-
-// Node names of a read/write lock: ours, Curator's InterProcessReadWriteLock
-// ("__READ__", "__WRIT__") and kazoo's ReadLock and WriteLock ("__rlock__",
-// "__lock__"). A Mutex's nodes on the same path count as writers.
-const (
-	readMarker  = "-read-"
-	writeMarker = "-write-"
-)
-
-var (
-	rwName     = regexp.MustCompile(`(-read-|__rlock__|__READ__|-write-|__WRIT__|-lock-|__lock__)(-\d{9,10}|\d{10})$`)
-	readerName = regexp.MustCompile(`(-read-|__rlock__|__READ__)(-\d{9,10}|\d{10})$`)
-)
-
-func isReader(name string) bool { return readerName.MatchString(name) }
 
 // RWMutex is a fair distributed read/write lock: ZooKeeper's shared-lock
 // recipe. Readers share the lock; a writer holds it alone. Contenders of
@@ -35,13 +20,17 @@ func isReader(name string) bool { return readerName.MatchString(name) }
 // held for reading cannot be upgraded to writing: a holder that asks waits
 // for itself.
 //
+// A Mutex on the same path is a writer. Curator's InterProcessReadWriteLock
+// ("__READ__", "__WRIT__") and kazoo's ReadLock and WriteLock ("__rlock__",
+// "__lock__") are recognised too.
+//
 // Like Mutex, it is safe for concurrent use, and each acquire gets its own
 // Lease with a fencing token.
 type RWMutex struct {
-	s    *zkrecipes.Session
-	dir  string
-	data []byte
-	acl  []zk.ACL
+	s      *session.Session
+	dir    string
+	reader *line.Spec
+	writer *line.Spec
 }
 
 // NewRWMutex returns a read/write lock on the directory path. It creates
@@ -51,112 +40,69 @@ func NewRWMutex(s *zkrecipes.Session, path string, opts ...Option) (*RWMutex, er
 	if err != nil {
 		return nil, err
 	}
-	return &RWMutex{s: s, dir: path, data: o.data, acl: o.acl}, nil
+	return &RWMutex{s: o.s, dir: path,
+		reader: o.lockSpec(line.Shared, "-read-", shared),
+		writer: o.lockSpec(line.Exclusive, "-write-", exclusive),
+	}, nil
+}
+
+// shared is a reader's rule: hold when no writer is ahead, else wait for
+// the nearest writer ahead. Its going means we hold when it was the only
+// writer ahead; its release mark, always (it held, so everyone ahead of it
+// was gone, and only readers are between it and us).
+func shared(l []line.Node, me int) line.Decision {
+	blocker, others := -1, false
+	for j := me - 1; j >= 0; j-- {
+		if l[j].Kind != line.Exclusive {
+			continue
+		}
+		if blocker >= 0 {
+			others = true
+			break
+		}
+		blocker = j
+	}
+	if blocker < 0 {
+		return line.Decision{Hold: true}
+	}
+	return line.Decision{Watch: []int{blocker}, GoneHolds: !others, ReleaseHolds: true}
 }
 
 // RLock waits until this contender holds the lock for reading: no writer is
-// ahead of it. On every error its node is deleted.
+// ahead of it. Errors as for Mutex.Lock.
 func (rw *RWMutex) RLock(ctx context.Context) (*Lease, error) {
-	return rw.acquire(ctx, readMarker, true)
+	return rw.acquire(ctx, "read-lock", rw.reader, true)
 }
 
 // Lock waits until this contender holds the lock for writing: no one is
-// ahead of it. On every error its node is deleted.
+// ahead of it. Errors as for Mutex.Lock.
 func (rw *RWMutex) Lock(ctx context.Context) (*Lease, error) {
-	return rw.acquire(ctx, writeMarker, true)
+	return rw.acquire(ctx, "lock", rw.writer, true)
 }
 
 // TryRLock takes the lock for reading if no writer holds it or waits for it,
 // and returns ErrLocked otherwise, leaving no node behind.
 func (rw *RWMutex) TryRLock(ctx context.Context) (*Lease, error) {
-	return rw.acquire(ctx, readMarker, false)
+	return rw.acquire(ctx, "read-lock", rw.reader, false)
 }
 
 // TryLock takes the lock for writing if no one holds it or waits for it, and
 // returns ErrLocked otherwise, leaving no node behind.
 func (rw *RWMutex) TryLock(ctx context.Context) (*Lease, error) {
-	return rw.acquire(ctx, writeMarker, false)
+	return rw.acquire(ctx, "lock", rw.writer, false)
+}
+
+func (rw *RWMutex) acquire(ctx context.Context, op string, spec *line.Spec, wait bool) (*Lease, error) {
+	h, err := line.Acquire(ctx, rw.s, spec, wait)
+	if err != nil {
+		return nil, fmt.Errorf("zklock: %s %s: %w", op, rw.dir, err)
+	}
+	return newLease(rw.s, h), nil
 }
 
 // Contenders lists the holders, then the waiters in the order they will be
-// served. Readers' paths contain "read" (or Curator's "__READ__", kazoo's
+// served. Readers' paths contain "-read-" (or Curator's "__READ__", kazoo's
 // "__rlock__").
 func (rw *RWMutex) Contenders(ctx context.Context) ([]Contender, error) {
-	return listContenders(ctx, rw.s, rw.dir, rwName)
-}
-
-func (rw *RWMutex) acquire(ctx context.Context, marker string, wait bool) (*Lease, error) {
-	op := map[string]string{readMarker: "read-lock", writeMarker: "lock"}[marker]
-	if err := rw.s.Err(); err != nil {
-		return nil, fmt.Errorf("zklock: %s %s: %w", op, rw.dir, err)
-	}
-	e, err := enter(ctx, rw.s, rw.dir, marker, rw.data, rw.acl, true)
-	if err != nil {
-		return nil, err
-	}
-	own := e.watchOwn()
-	token, err := rw.await(ctx, e, own, marker == readMarker, wait)
-	if err != nil {
-		e.discard()
-		return nil, fmt.Errorf("zklock: %s %s: %w", op, rw.dir, err)
-	}
-	return newLease(rw.s, e.path, token, own), nil
-}
-
-// await returns our node's Czxid once no contender ahead of it blocks it:
-// for a reader no writer, for a writer no one.
-func (rw *RWMutex) await(ctx context.Context, e *entry, own *ownWatch, reader, wait bool) (int64, error) {
-	for {
-		children, err := e.list(ctx)
-		if err != nil {
-			return 0, err
-		}
-		line := contenders(children, rwName)
-		i := indexOf(line, e.name)
-		if i < 0 {
-			return 0, fmt.Errorf("%w: our node %s vanished while waiting", ErrLockLost, e.path)
-		}
-		// blocker: the contender to wait for; last: whether it is the only
-		// one ahead that blocks us.
-		blocker, last := -1, true
-		for j := i - 1; j >= 0; j-- {
-			if reader && isReader(line[j].name) {
-				continue
-			}
-			if blocker < 0 {
-				blocker = j
-			} else {
-				last = false
-				break
-			}
-		}
-		if blocker < 0 {
-			return e.token(ctx, own)
-		}
-		if !wait {
-			return 0, fmt.Errorf("%w: %s is ahead", ErrLocked, line[blocker].name)
-		}
-		b := line[blocker]
-		w, err := rw.s.WatchNode(ctx, rw.dir+"/"+b.name)
-		if err != nil {
-			return 0, err
-		}
-		_, ev, err := waitAny(ctx, rw.s, own, w)
-		if err != nil {
-			return 0, err
-		}
-		if err := own.fired(ctx); err != nil {
-			return 0, err
-		}
-		// Contenders ahead of us only ever go away. When the one blocking
-		// us goes and it was the only one that could, or it was one of our
-		// writers releasing a lock it held (everyone ahead of it was gone),
-		// nothing blocks us now. A reader's release says nothing of the
-		// readers ahead of it, so a writer lists again.
-		switch {
-		case ev == zk.EventNodeDeleted && last,
-			ev == zk.EventNodeDataChanged && b.ours() && !isReader(b.name):
-			return e.token(ctx, own)
-		}
-	}
+	return contenders(ctx, rw.s, rw.dir, line.Exclusive)
 }

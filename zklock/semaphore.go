@@ -4,19 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/go-zookeeper/zk"
+
 	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/internal/line"
+	"github.com/zkrecipes/zkrecipes/internal/session"
+	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
-
-// semMarker names a semaphore contender's node: "_zkr_<guid>-sem-<seq>".
-const semMarker = "-sem-"
-
-var semName = regexp.MustCompile(`-sem-(-\d{9,10}|\d{10})$`)
 
 // Semaphore is a fair distributed counting semaphore: at most its number of
 // permits of leases are held at once. Contenders are served first come,
@@ -36,18 +34,20 @@ var semName = regexp.MustCompile(`-sem-(-\d{9,10}|\d{10})$`)
 // it hears of every change of its predecessor: its deletion, or its becoming
 // a holder, which that new holder announces by writing its own node. So the
 // first place in the waiting line is always taken by a waiter that watches
-// every holder, whatever order the holders leave in.
+// every holder, whatever order the holders leave in. (The naive rule, watch
+// the node permits places ahead, is not live: a holder leaving from the
+// middle of the holders wakes no one.)
 //
 // A Semaphore is safe for concurrent use: many goroutines may share one
 // Semaphore and one Session, and each Acquire gets its own Lease. Tokens are
 // unique and grow in order of arrival; unlike a Mutex's, the tokens of
 // concurrent holders do not order their writes, since several hold at once.
 type Semaphore struct {
-	s       *zkrecipes.Session
+	s       *session.Session
 	dir     string
 	permits int
 	data    []byte
-	acl     []zk.ACL
+	spec    *line.Spec
 }
 
 // NewSemaphore returns a semaphore with the given number of permits (at
@@ -60,9 +60,38 @@ func NewSemaphore(s *zkrecipes.Session, path string, permits int, opts ...Option
 		return nil, err
 	}
 	if permits < 1 {
-		return nil, fmt.Errorf("%w: semaphore %s needs at least 1 permit, got %d", zkrecipes.ErrInvalidArgument, path, permits)
+		return nil, fmt.Errorf("zklock: %w: semaphore %s needs at least 1 permit, got %d", zkrecipes.ErrInvalidArgument, path, permits)
 	}
-	return &Semaphore{s: s, dir: path, permits: permits, data: o.data, acl: o.acl}, nil
+	return &Semaphore{s: o.s, dir: path, permits: permits, data: o.data,
+		// No listing with the create: it is taken in the next round trip,
+		// with the read of the number of permits, which must come after the
+		// create to be about the directory our node is in.
+		spec: &line.Spec{
+			Dir: path, Kind: line.Permit, Marker: "-sem-", Data: o.data, ACL: o.acl, Rule: permitRule(permits),
+			Busy: ErrNoPermit, Lost: ErrLockLost, Mixed: ErrPathInUse,
+		},
+	}, nil
+}
+
+// permitRule is the semaphore's rule: the first n hold; the first waiter
+// watches every holder, a later one its predecessor, whose writing its node
+// says it became a holder. Every change means listing again: a new holder
+// must learn from a fresh listing whether anyone behind it needs telling.
+func permitRule(n int) line.Rule {
+	return func(l []line.Node, me int) line.Decision {
+		switch {
+		case me < n:
+			return line.Decision{Hold: true}
+		case me == n:
+			all := make([]int, n)
+			for i := range all {
+				all[i] = i
+			}
+			return line.Decision{Watch: all}
+		default:
+			return line.Decision{Watch: []int{me - 1}, Written: true}
+		}
+	}
 }
 
 // Permits is the number of leases the semaphore allows at once.
@@ -70,9 +99,8 @@ func (sm *Semaphore) Permits() int { return sm.permits }
 
 // Acquire waits until this contender holds a permit, ctx ends, or the session
 // is over. It fails with an error wrapping ErrPermitsMismatch if the
-// semaphore's directory records another number of permits. On every error,
-// its node is deleted before Acquire returns (or, if the server cannot be
-// reached, as soon as it can be while the session lives).
+// semaphore's directory records another number of permits. Errors as for
+// Mutex.Lock otherwise.
 func (sm *Semaphore) Acquire(ctx context.Context) (*Lease, error) { return sm.acquire(ctx, true) }
 
 // TryAcquire takes a permit if one is free and no one waits for one, and
@@ -85,120 +113,42 @@ func (sm *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
 // they will be served: the first Permits() entries hold a permit, or are
 // about to. Nodes that go away while being read are left out.
 func (sm *Semaphore) Contenders(ctx context.Context) ([]Contender, error) {
-	return listContenders(ctx, sm.s, sm.dir, semName)
+	return contenders(ctx, sm.s, sm.dir, line.Permit)
 }
 
 func (sm *Semaphore) acquire(ctx context.Context, wait bool) (*Lease, error) {
-	if err := sm.s.Err(); err != nil {
+	e, err := line.Join(ctx, sm.s, sm.spec)
+	if err != nil {
 		return nil, fmt.Errorf("zklock: acquire %s: %w", sm.dir, err)
 	}
-	// No listing with the create: it is taken in the next round trip,
-	// together with the read of the permit count, which must come after
-	// the create to be about the directory our node is in.
-	e, err := enter(ctx, sm.s, sm.dir, semMarker, sm.data, sm.acl, false)
+	h, err := sm.await(ctx, e, wait)
 	if err != nil {
-		return nil, err
-	}
-	own := e.watchOwn()
-	token, successor, err := sm.await(ctx, e, own, wait)
-	if err != nil {
-		e.discard()
+		e.Leave()
 		return nil, fmt.Errorf("zklock: acquire %s: %w", sm.dir, err)
 	}
-	l := newLease(sm.s, e.path, token, own)
-	if successor {
+	l := newLease(sm.s, h)
+	if h.Behind {
 		// The contender behind us may have listed while we still waited,
 		// and be watching us as its predecessor: tell it we hold now, so
 		// it takes our place as the first waiter. Writing the same data
-		// changes nothing but the version, and fires its watch. setData
-		// keeps the lease's watch and Guard in step with that version.
-		if err := l.setData(ctx, sm.data); err != nil {
+		// changes nothing but the version, and fires its watch. The lease's
+		// owner sends it, so it takes the change for its own.
+		if err := l.o.Write(ctx, sm.data); err != nil {
 			// Only a wake-up: at worst the waiter behind us is woken by
 			// our release instead.
-			sm.s.Logger().Warn("zklock: semaphore wake-up not confirmed", "path", e.path, "err", err)
+			sm.s.Log().Warn("zklock: semaphore wake-up not confirmed", "path", h.Path, "err", err)
 		}
 	}
 	return l, nil
 }
 
-// await is the semaphore recipe. It returns our node's Czxid once our node
-// is among the first sm.permits in the directory, and whether a contender
-// came after ours in the last listing.
-func (sm *Semaphore) await(ctx context.Context, e *entry, own *ownWatch, wait bool) (int64, bool, error) {
-	children, err := sm.checkPermits(ctx, e)
+func (sm *Semaphore) await(ctx context.Context, e *line.Entry, wait bool) (*line.Held, error) {
+	children, err := sm.checkPermits(ctx)
 	if err != nil {
-		return 0, false, err
+		return nil, err
 	}
-	// A predecessor whose data version we already relisted for: a second
-	// listing showed it still waiting, so someone else wrote it. Waiting
-	// on it, instead of listing again, keeps that from becoming a loop.
-	var seen struct {
-		name    string
-		version int32
-	}
-	for {
-		line := contenders(children, semName)
-		i := indexOf(line, e.name)
-		if i < 0 {
-			return 0, false, fmt.Errorf("%w: our node %s vanished while waiting", ErrLockLost, e.path)
-		}
-		if i < sm.permits {
-			token, err := e.token(ctx, own)
-			return token, i+1 < len(line), err
-		}
-		if !wait {
-			return 0, false, fmt.Errorf("%w: %d permits held, %d waiting", ErrNoPermit, sm.permits, i-sm.permits)
-		}
-
-		var ws []*zkrecipes.Watch
-		if i == sm.permits {
-			// First waiter: any holder's going frees a permit for us.
-			if ws, err = sm.watchAll(ctx, line[:i]); err != nil {
-				return 0, false, err
-			}
-		} else {
-			pred := line[i-1]
-			w, err := sm.s.WatchNode(ctx, sm.dir+"/"+pred.name)
-			if err != nil {
-				return 0, false, err
-			}
-			// A waiter's node is never written, but a new holder writes its
-			// own once (see acquire). If that happened before our watch was
-			// set, its event went by us: our predecessor holds, and we may
-			// be first in line now.
-			if w.Exists() && w.Stat.Version != 0 && (seen.name != pred.name || seen.version != w.Stat.Version) {
-				seen.name, seen.version = pred.name, w.Stat.Version
-				if children, err = e.list(ctx); err != nil {
-					return 0, false, err
-				}
-				continue
-			}
-			ws = []*zkrecipes.Watch{w}
-		}
-		if _, _, err := waitAny(ctx, sm.s, own, ws...); err != nil {
-			return 0, false, err
-		}
-		if err := own.fired(ctx); err != nil {
-			return 0, false, err
-		}
-		// A holder left or wrote its node, or our predecessor left or
-		// became a holder: our place may have changed.
-		if children, err = e.list(ctx); err != nil {
-			return 0, false, err
-		}
-	}
-}
-
-// watchAll watches each of the nodes, all requests in one round trip.
-func (sm *Semaphore) watchAll(ctx context.Context, cs []contender) ([]*zkrecipes.Watch, error) {
-	ws := make([]*zkrecipes.Watch, len(cs))
-	errs := make([]error, len(cs))
-	var wg sync.WaitGroup
-	for i, c := range cs {
-		wg.Go(func() { ws[i], errs[i] = sm.s.WatchNode(ctx, sm.dir+"/"+c.name) })
-	}
-	wg.Wait()
-	return ws, errors.Join(errs...)
+	e.UseListing(children)
+	return e.Wait(ctx, wait)
 }
 
 // checkPermits lists the directory and, in the same round trip, checks the
@@ -207,64 +157,55 @@ func (sm *Semaphore) watchAll(ctx context.Context, cs []contender) ([]*zkrecipes
 // container reaped and re-created since our last Acquire, possibly by a
 // contender with another number, is checked afresh.
 //
-// A directory with no number (made by enter after a reap, or by another
-// recipe) is claimed with a write conditional on its version: when
+// A directory with no number (made by the engine after a reap, or by
+// another recipe) is claimed with a write conditional on its version: when
 // contenders that disagree race for it, one wins and the others see its
 // number.
-func (sm *Semaphore) checkPermits(ctx context.Context, e *entry) ([]string, error) {
-	conn := sm.s.Conn()
+func (sm *Semaphore) checkPermits(ctx context.Context) ([]string, error) {
 	var (
 		children   []string
-		data       []byte
-		st         *zk.Stat
+		dir        znode.Node
 		lerr, gerr error
 	)
-	err := zkrecipes.Call(ctx, func() error {
-		var wg sync.WaitGroup
-		wg.Go(func() { children, _, lerr = conn.Children(e.dir) })
-		data, st, gerr = conn.Get(e.dir)
-		wg.Wait()
-		return errors.Join(lerr, gerr)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("zklock: read %s: %w", e.dir, err)
+	var wg sync.WaitGroup
+	wg.Go(func() { children, lerr = znode.Children(ctx, sm.s, sm.dir) })
+	dir, gerr = znode.Get(ctx, sm.s, sm.dir)
+	wg.Wait()
+	if err := errors.Join(lerr, gerr); err != nil {
+		return nil, fmt.Errorf("read %s: %w", sm.dir, err)
 	}
 	want := strconv.Itoa(sm.permits)
 	for attempt := 0; ; attempt++ {
-		if len(data) > 0 {
-			n, perr := strconv.Atoi(strings.TrimSpace(string(data)))
+		if len(dir.Data) > 0 {
+			n, perr := strconv.Atoi(strings.TrimSpace(string(dir.Data)))
 			switch {
 			case perr != nil:
 				return nil, fmt.Errorf("%w: %s holds %q, not a number of permits; this contender asked for %d",
-					ErrPermitsMismatch, e.dir, data, sm.permits)
+					ErrPermitsMismatch, sm.dir, dir.Data, sm.permits)
 			case n != sm.permits:
 				return nil, fmt.Errorf("%w: %s has %d permits, this contender asked for %d",
-					ErrPermitsMismatch, e.dir, n, sm.permits)
+					ErrPermitsMismatch, sm.dir, n, sm.permits)
 			}
 			return children, nil
 		}
 		if attempt >= 8 {
-			return nil, fmt.Errorf("zklock: could not record the number of permits in %s", e.dir)
+			return nil, fmt.Errorf("could not record the number of permits in %s", sm.dir)
 		}
-		version := st.Version
-		err := zkrecipes.Call(ctx, func() error {
-			_, err := conn.Set(e.dir, []byte(want), version)
-			return err
+		// Safe to repeat: conditional on the version we read.
+		_, err := znode.Retry(ctx, sm.s, func() (*zk.Stat, error) {
+			return sm.s.Conn().Set(sm.dir, []byte(want), dir.Stat.Version)
 		})
 		switch {
 		case err == nil:
 			return children, nil
-		case errors.Is(err, zk.ErrBadVersion), zkrecipes.IsAmbiguous(err) && ctx.Err() == nil && sm.s.Err() == nil:
-			// Someone else wrote it first, or we cannot tell: read it again.
-			err = zkrecipes.Call(ctx, func() (err error) {
-				data, st, err = conn.Get(e.dir)
-				return err
-			})
-			if err != nil {
-				return nil, fmt.Errorf("zklock: read %s: %w", e.dir, err)
+		case errors.Is(err, zk.ErrBadVersion):
+			// Someone else wrote it first, or our own earlier try whose
+			// answer was lost did: read it again.
+			if dir, err = znode.Get(ctx, sm.s, sm.dir); err != nil {
+				return nil, fmt.Errorf("read %s: %w", sm.dir, err)
 			}
 		default:
-			return nil, fmt.Errorf("zklock: record the number of permits in %s: %w", e.dir, err)
+			return nil, fmt.Errorf("record the number of permits in %s: %w", sm.dir, err)
 		}
 	}
 }

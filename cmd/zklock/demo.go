@@ -156,7 +156,7 @@ func (d *demoRun) run(ctx context.Context) (int, error) {
 		s.Close()
 		sessions[i] = nil
 	}
-	left, err := children(ctx, observer, d.path)
+	left, err := children(observer, d.path)
 	if err != nil {
 		return exitFailure, err
 	}
@@ -285,16 +285,11 @@ func (d *demoRun) summary(left []string) bool {
 }
 
 // children lists the nodes under path, as up to date as the leader's view.
-func children(ctx context.Context, s *zkrecipes.Session, path string) ([]string, error) {
-	var names []string
-	err := zkrecipes.Call(ctx, func() error {
-		if _, err := s.Conn().Sync(path); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return err
-		}
-		var err error
-		names, _, err = s.Conn().Children(path)
-		return err
-	})
+func children(s *zkrecipes.Session, path string) ([]string, error) {
+	if _, err := s.Conn().Sync(path); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, fmt.Errorf("sync %s: %w", path, err)
+	}
+	names, _, err := s.Conn().Children(path)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, nil
 	}

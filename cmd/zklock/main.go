@@ -80,6 +80,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // Exit statuses; see the package doc.
@@ -280,7 +281,7 @@ func (c *cli) connect(ctx context.Context, log *slog.Logger) (*zkrecipes.Session
 
 // checkPath validates a lock path given on the command line.
 func checkPath(p string) error {
-	if err := zkrecipes.ValidatePath(p); err != nil {
+	if err := znode.ValidatePath(p); err != nil {
 		return usageError{strings.TrimPrefix(err.Error(), "zkrecipes: ")}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package zkrecipes
+package wire
 
 import (
 	"encoding/binary"
@@ -27,14 +27,16 @@ func TestFrameParserAnyChunking(t *testing.T) {
 	stream := append(frame(hs), frame(rep)...)
 
 	for cut := 1; cut < len(stream); cut++ {
-		tr := newTransport()
+		tr := New(nil, 0)
 		c := &watchedConn{t: tr, r: frameParser{replies: true}, creates: map[int32]struct{}{7: {}}, sent: []int64{1}}
 		c.r.feed(stream[:cut], c.reply)
 		c.r.feed(stream[cut:], c.reply)
-		require.Equal(t, int64(0x1234), tr.sessionID.Load(), "cut %d", cut)
+		require.Equal(t, int64(0x1234), tr.SessionID(), "cut %d", cut)
 		require.Equal(t, int32(4000), tr.timeoutMs.Load(), "cut %d", cut)
-		z, ok := tr.created.Load(path)
+		z, ok := tr.Created(path)
 		require.True(t, ok, "cut %d", cut)
 		require.Equal(t, int64(0xfeed), z, "cut %d", cut)
+		_, ok = tr.Created(path)
+		require.False(t, ok, "cut %d: claimed twice", cut)
 	}
 }

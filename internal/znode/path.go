@@ -1,17 +1,19 @@
-package zkrecipes
+package znode
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/zkrecipes/zkrecipes"
 )
 
 // ValidatePath reports whether p is a path a recipe can own: absolute, not the
 // root, no trailing '/', no empty, "." or ".." element, and none of the
-// characters ZooKeeper refuses. The error wraps ErrInvalidPath and names the
+// characters ZooKeeper refuses. The error wraps zkrecipes.ErrInvalidPath and names the
 // problem.
 func ValidatePath(p string) error {
 	bad := func(why string) error {
-		return fmt.Errorf("%w %q: %s", ErrInvalidPath, p, why)
+		return fmt.Errorf("%w %q: %s", zkrecipes.ErrInvalidPath, p, why)
 	}
 	switch {
 	case p == "":

@@ -1,0 +1,80 @@
+// Package line is the waiting-line engine under every recipe: ZooKeeper's
+// lock recipe, written once. A contender joins the line with an
+// EPHEMERAL|SEQUENCE node (Join), lists the line in sequence order, asks
+// its recipe's Rule whether it holds and, if not, which contenders ahead of
+// it to watch, and waits for one of them to change (Wait). Mutex, RWMutex,
+// Semaphore, Election and fairqueue's consumers differ only in their Rule.
+//
+// The engine keeps three rules, so that no recipe has to:
+//
+//   - a connection error is never an answer: reads are asked again once the
+//     client has reconnected, while the session lives;
+//   - a request sent may land, whatever became of its context: the clean-up
+//     of an abandoned create waits for the create's outcome before it looks;
+//   - the session's end is a loss, said once, in the recipe's words.
+//
+// Once a contender holds, its node passes to the owner package, whose one
+// goroutine decides from then on whether the lease has ended.
+package line
+
+import (
+	"context"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zkrecipes/zkrecipes/internal/session"
+	"github.com/zkrecipes/zkrecipes/internal/znode"
+)
+
+// Spec describes one recipe's contenders in one directory.
+type Spec struct {
+	Dir    string
+	Kind   Kind
+	Marker string // between the GUID and the sequence number of our node's name
+	Data   []byte
+	ACL    []zk.ACL
+	Rule   Rule
+
+	// ListWithCreate sends the first listing in the create's round trip;
+	// its child watch then stands in for the watch on our own node until
+	// something in the directory changes (see Entry.dirEv).
+	ListWithCreate bool
+	// VerifyOwner checks, before we hold, that our node's ephemeralOwner is
+	// our session (Election: a leader must be sure).
+	VerifyOwner bool
+
+	// The recipe's own sentinels: Busy when it would have to wait and may
+	// not, Lost when our node or our session is gone, Mixed when the
+	// directory holds another kind of recipe's contenders.
+	Busy, Lost, Mixed error
+}
+
+// Held is a contender that holds: what the owner of its lease starts with.
+type Held struct {
+	Path  string
+	Token int64 // our node's Czxid
+	// Behind: a contender was behind ours in the last listing.
+	Behind bool
+	// DirEv, when not nil, is the directory's child watch, set after our
+	// node was created and not fired yet: it stands in for Own.
+	DirEv <-chan zk.Event
+	// Own is the getData watch on our node, when set.
+	Own *znode.Watch
+}
+
+// Acquire joins the line and waits until the rule says we hold (wait), or
+// only looks once (!wait: Busy if we would have to wait). On every error our
+// node is deleted before Acquire returns (or, if the server cannot be
+// reached, as soon as it can be while the session lives).
+func Acquire(ctx context.Context, s *session.Session, spec *Spec, wait bool) (*Held, error) {
+	e, err := Join(ctx, s, spec)
+	if err != nil {
+		return nil, err
+	}
+	h, err := e.Wait(ctx, wait)
+	if err != nil {
+		e.Leave()
+		return nil, err
+	}
+	return h, nil
+}

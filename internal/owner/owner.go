@@ -1,0 +1,455 @@
+// Package owner keeps the state of one held node (a lease's, a job's
+// claim) in the hands of one goroutine. The holder's requests (release it,
+// write it) and the watch on the node are messages to that goroutine, which
+// is the one place that decides whether the holding has ended, and why.
+//
+// Models: Consul's api/lock.go monitorLock (one goroutine per held lock,
+// a channel closed when it is lost) and etcd's concurrency.Session.
+//
+// The owner keeps three rules:
+//
+//   - a connection error is not a loss: a read that meets one is asked
+//     again once the client has reconnected, while the session lives;
+//   - a request sent may land, whatever became of the caller's context: the
+//     owner sends its requests itself, one at a time, and looks at the node
+//     only once the outcome of each is known, so its own write is never
+//     taken for a stranger's;
+//   - "release in flight" is its own state: the node found gone after a
+//     release was sent was released, not lost.
+package owner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zkrecipes/zkrecipes/internal/session"
+	"github.com/zkrecipes/zkrecipes/internal/znode"
+)
+
+// ErrGone is what a ReleaseFunc returns when what it releases was gone
+// already (or moved on, for a claim whose item was claimed again).
+var ErrGone = errors.New("gone")
+
+// ReleaseFunc sends the one request that releases the held node (a delete,
+// alone or in a multi with other operations) and returns its error: nil,
+// ErrGone, a connection error (the owner asks again once reconnected), or
+// any other error, which refuses the release and leaves the node held.
+// quiet says that no one has joined or left the node's directory since it
+// was listed (see Start), so no one waits for a release mark.
+type ReleaseFunc func(conn *zk.Conn, quiet bool) error
+
+// Config is what an Owner starts with.
+type Config struct {
+	Session *session.Session
+	Path    string
+	// DirEv, when not nil, is the child watch of the node's directory, set
+	// after the node was created: until it fires nothing in the directory
+	// has changed, so it stands in for a watch on the node.
+	DirEv <-chan zk.Event
+	// Own is the getData watch on the node, when set.
+	Own *znode.Watch
+	// Lost and Released are the recipe's sentinels: every loss wraps Lost;
+	// Err returns Released after a release.
+	Lost, Released error
+	// Release is how the node is released by default (Owner.Release).
+	Release ReleaseFunc
+}
+
+// Owner is the one goroutine that owns a held node's state.
+type Owner struct {
+	s        *session.Session
+	path     string
+	lostErr  error
+	released error
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	lost   chan struct{} // closed when lost
+	reqs   chan *request
+
+	version atomic.Int32 // the node's data version, as the holder left it
+	mu      sync.Mutex
+	err     error // nil while held
+
+	// The rest belongs to the goroutine (run).
+	defRelease ReleaseFunc
+	dirEv      <-chan zk.Event
+	nodeEv     <-chan zk.Event
+	look       bool // the node must be read (and watched) again
+	lookTry    int
+	release    *releasing
+	writes     []*request
+}
+
+type request struct {
+	ctx     context.Context
+	release ReleaseFunc // a release, or else a write of data
+	data    []byte
+	reply   chan error
+}
+
+type releasing struct {
+	fn      ReleaseFunc
+	waiters []chan error
+	sent    bool // a try was sent and its outcome is unknown: it may have landed
+	try     int
+}
+
+// Start starts the owner of a node that is held now.
+func Start(cfg Config) *Owner {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	o := &Owner{
+		s: cfg.Session, path: cfg.Path, lostErr: cfg.Lost, released: cfg.Released,
+		ctx: ctx, cancel: cancel, lost: make(chan struct{}), reqs: make(chan *request),
+		defRelease: cfg.Release, dirEv: cfg.DirEv,
+	}
+	switch {
+	case cfg.Own != nil:
+		o.nodeEv = cfg.Own.Ev
+		o.version.Store(cfg.Own.Stat.Version)
+	case cfg.DirEv == nil:
+		o.look = true // nothing watches the node yet
+	}
+	go o.run()
+	return o
+}
+
+// Done is closed when the holding ends: released or lost.
+func (o *Owner) Done() <-chan struct{} { return o.ctx.Done() }
+
+// Lost is closed when the holding is lost (not when it is released).
+func (o *Owner) Lost() <-chan struct{} { return o.lost }
+
+// Context is cancelled when the holding ends; context.Cause says why.
+func (o *Owner) Context() context.Context { return o.ctx }
+
+// Err is nil while held; then Released, or an error wrapping Lost.
+func (o *Owner) Err() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.err
+}
+
+// Version is the node's data version as the holder's writes left it.
+func (o *Owner) Version() int32 { return o.version.Load() }
+
+// Release releases the node with the Config's ReleaseFunc. See ReleaseWith.
+func (o *Owner) Release(ctx context.Context) error { return o.ReleaseWith(ctx, o.defRelease) }
+
+// ReleaseWith releases the node with fn. Once asked, the release goes on
+// until it is confirmed or the session is over, whatever becomes of ctx,
+// which bounds only the wait: a release that was asked for is never left
+// half done. It returns nil once released (and again if asked again), the
+// loss if the holding was lost first, ctx's cause if ctx ends first, or the
+// error of a release refused by the server (then the node is still held).
+func (o *Owner) ReleaseWith(ctx context.Context, fn ReleaseFunc) error {
+	return o.ask(ctx, &request{ctx: ctx, release: fn, reply: make(chan error, 1)})
+}
+
+// Write sets the node's data, as its holder: the owner then takes the
+// change for the holder's own, and Version follows it. It is not sent if
+// ctx has ended. If ctx ends while it is in flight, Write returns ctx's
+// cause and the owner learns its outcome all the same. A write whose
+// connection dropped is looked at once the client has reconnected, and sent
+// again if it did not land and ctx still waits.
+func (o *Owner) Write(ctx context.Context, data []byte) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return o.ask(ctx, &request{ctx: ctx, data: data, reply: make(chan error, 1)})
+}
+
+func (o *Owner) ask(ctx context.Context, r *request) error {
+	select {
+	case o.reqs <- r:
+	case <-o.ctx.Done():
+		if r.release == nil {
+			return o.Err() // no write after the end
+		}
+		return o.final()
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	select {
+	case err := <-r.reply:
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// final is what a request gets once the holding has ended.
+func (o *Owner) final() error {
+	if err := o.Err(); !errors.Is(err, o.released) {
+		return err
+	}
+	return nil
+}
+
+// run is the owner: it does one thing at a time (a release, a write, a
+// look at the node), each to its known outcome, then waits for the next
+// message: a request, a watch event, the session's end, or the time to
+// retry after a connection error.
+func (o *Owner) run() {
+	var retry <-chan struct{} // fires when a retry is due
+	for o.Err() == nil {
+		if retry == nil && o.busy() {
+			retry = o.step()
+			continue
+		}
+		select {
+		case r := <-o.reqs:
+			o.take(r)
+			retry = nil // a new request goes at once
+		case ev := <-o.dirEv:
+			o.dirEvent(ev)
+		case ev := <-o.nodeEv:
+			o.nodeEvent(ev)
+		case <-retry:
+			retry = nil
+		case <-o.s.Done():
+			o.end(o.lossf("%w", o.s.Err()))
+		}
+	}
+	o.settle()
+}
+
+func (o *Owner) busy() bool { return o.release != nil || len(o.writes) > 0 || o.look }
+
+// step does the most pressing thing: a release before a write, a write
+// before a look. It returns a channel when a connection error calls for
+// another try later.
+func (o *Owner) step() <-chan struct{} {
+	switch {
+	case o.release != nil:
+		return o.doRelease()
+	case len(o.writes) > 0:
+		return o.doWrite()
+	default:
+		return o.doLook()
+	}
+}
+
+// take queues a request.
+func (o *Owner) take(r *request) {
+	switch {
+	case r.release == nil && o.release != nil:
+		r.reply <- fmt.Errorf("%w: a release is under way", o.released)
+	case r.release == nil:
+		o.writes = append(o.writes, r)
+	case o.release != nil:
+		o.release.waiters = append(o.release.waiters, r.reply)
+	default:
+		o.release = &releasing{fn: r.release, waiters: []chan error{r.reply}}
+		// Writes not yet sent make no sense after a release.
+		for _, w := range o.writes {
+			w.reply <- fmt.Errorf("%w: released before the write was sent", o.released)
+		}
+		o.writes = nil
+	}
+}
+
+// doRelease sends the release once and handles its outcome.
+func (o *Owner) doRelease() <-chan struct{} {
+	rel := o.release
+	quiet := o.dirEv != nil && !o.fired(o.dirEv)
+	err := rel.fn(o.s.Conn(), quiet)
+	switch {
+	case err == nil:
+		o.end(o.released)
+	case errors.Is(err, ErrGone) && rel.sent:
+		// An earlier try, whose answer we never had, landed.
+		o.end(o.released)
+	case errors.Is(err, ErrGone):
+		o.end(o.lossf("our node was deleted by another client"))
+	case session.IsConnErr(err):
+		rel.sent = true
+		rel.try++
+		return o.pause(&rel.try)
+	default:
+		for _, w := range rel.waiters {
+			w <- fmt.Errorf("release %s: %w", o.path, err)
+		}
+		o.release = nil
+	}
+	return nil
+}
+
+// doWrite sends the first queued write and handles its outcome.
+func (o *Owner) doWrite() <-chan struct{} {
+	w := o.writes[0]
+	if w.ctx.Err() != nil {
+		o.writes = o.writes[1:]
+		w.reply <- context.Cause(w.ctx) // not sent: the writer gave up
+		return nil
+	}
+	v := o.version.Load()
+	st, err := o.s.Conn().Set(o.path, w.data, v)
+	if session.IsConnErr(err) {
+		// It may or may not have landed: now that it is settled, look.
+		n, rerr := znode.Get(context.Background(), o.s, o.path)
+		switch {
+		case rerr != nil:
+			err = rerr // the session is over (Get asks again while it lives)
+		case n.Stat.Version == v+1:
+			st, err = n.Stat, nil // it landed
+		case n.Stat.Version == v:
+			return nil // it did not: send it again (or drop it if w.ctx ended)
+		default:
+			err = zk.ErrBadVersion
+		}
+	}
+	o.writes = o.writes[1:]
+	switch {
+	case err == nil:
+		o.version.Store(st.Version)
+		w.reply <- nil
+		return nil
+	case errors.Is(err, zk.ErrBadVersion):
+		o.end(o.modified())
+	case errors.Is(err, zk.ErrNoNode):
+		o.end(o.lossf("our node was deleted by another client"))
+	case o.s.Err() != nil:
+		o.end(o.lossf("%w", o.s.Err()))
+	default:
+		w.reply <- fmt.Errorf("write %s: %w", o.path, err)
+		return nil
+	}
+	w.reply <- o.Err()
+	return nil
+}
+
+// doLook reads the node, watching it, and compares its version with the
+// holder's writes: a newer one is a stranger's.
+func (o *Owner) doLook() <-chan struct{} {
+	_, st, ev, err := o.s.Conn().GetW(o.path)
+	switch {
+	case err == nil && st.Version > o.version.Load():
+		o.end(o.modified())
+	case err == nil:
+		o.look, o.lookTry, o.nodeEv = false, 0, ev
+	case errors.Is(err, zk.ErrNoNode):
+		o.gone()
+	case session.IsConnErr(err):
+		o.lookTry++
+		return o.pause(&o.lookTry)
+	default:
+		o.end(o.lossf("read our node: %w", err))
+	}
+	return nil
+}
+
+// dirEvent: something in the directory changed. It may have been our node:
+// the watch moves onto the node itself.
+func (o *Owner) dirEvent(ev zk.Event) {
+	o.dirEv = nil
+	if znode.Dropped(ev) {
+		o.sessionOver()
+		return
+	}
+	o.look = true
+}
+
+// nodeEvent: our node changed.
+func (o *Owner) nodeEvent(ev zk.Event) {
+	o.nodeEv = nil
+	switch {
+	case znode.Dropped(ev):
+		o.sessionOver()
+	case ev.Type == zk.EventNodeDeleted:
+		o.gone()
+	default:
+		// A data change: the holder's own write (its outcome is known, the
+		// owner sent it) or a stranger's. Look.
+		o.look = true
+	}
+}
+
+// gone: our node is gone. If a release was sent it is that release;
+// otherwise someone else deleted it.
+func (o *Owner) gone() {
+	if o.release != nil && o.release.sent {
+		o.end(o.released)
+		return
+	}
+	if o.release != nil {
+		// Our release is queued, not sent: it will find the node gone.
+		o.look = false
+		return
+	}
+	o.end(o.lossf("our node was deleted by another client"))
+}
+
+// modified is the loss of a node written by a stranger. The node is still
+// there, ours, first or high in its line: it is deleted, so that no one
+// waits behind a holder that knows it lost.
+func (o *Owner) modified() error {
+	o.s.Cleanup("delete modified "+o.path, o.s.DeleteStep(o.path))
+	return o.lossf("our node was modified by another client")
+}
+
+// sessionOver waits for the session to be over: the client drops watches
+// only then.
+func (o *Owner) sessionOver() {
+	<-o.s.Done()
+	o.end(o.lossf("%w", o.s.Err()))
+}
+
+func (o *Owner) lossf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{o.lostErr}, args...)...)
+}
+
+// end records why the holding ended; the first reason wins.
+func (o *Owner) end(why error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		return
+	}
+	o.err = why
+	if !errors.Is(why, o.released) {
+		close(o.lost)
+	}
+	o.cancel(why)
+}
+
+// settle answers every request left once the holding has ended.
+func (o *Owner) settle() {
+	final := o.final()
+	if o.release != nil {
+		for _, w := range o.release.waiters {
+			w <- final
+		}
+	}
+	for _, w := range o.writes {
+		w.reply <- o.Err()
+	}
+}
+
+// pause returns a channel that fires when the next try is due.
+func (o *Owner) pause(try *int) <-chan struct{} {
+	ch := make(chan struct{})
+	n := *try
+	go func() {
+		if znode.Pause(o.ctx, o.s, n) {
+			close(ch)
+		}
+	}()
+	return ch
+}
+
+// fired reports, without blocking, whether ch has fired.
+func (o *Owner) fired(ch <-chan zk.Event) bool {
+	select {
+	case ev := <-ch:
+		o.dirEvent(ev)
+		return true
+	default:
+		return false
+	}
+}

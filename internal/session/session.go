@@ -1,0 +1,274 @@
+// Package session binds a go-zookeeper client to one ZooKeeper session and
+// decides, in one place, when that session is over. It is the root
+// package's Session with the plumbing the recipes need: the Czxids of the
+// nodes they create, and clean-up steps that outlive a caller's context.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zkrecipes/zkrecipes/internal/wire"
+)
+
+// The ends of a session; the root package exports them.
+var (
+	ErrExpired = errors.New("zkrecipes: session expired")
+	ErrLost    = errors.New("zkrecipes: session lost")
+	ErrClosed  = errors.New("zkrecipes: session closed")
+)
+
+// LossFraction is how much of the negotiated timeout may pass without proof
+// that the server heard from us before the Session gives itself up. The
+// server cannot expire the session sooner than a full timeout after that
+// proof, so the rest is the head start the Session's users get. A ZooKeeper
+// leader election (a second or two) stays well inside it.
+const LossFraction = 0.8
+
+// Auth is one AddAuth made right after connecting.
+type Auth struct {
+	Scheme string
+	Data   []byte
+}
+
+// Config is what Connect needs, checked by the caller.
+type Config struct {
+	Servers []string
+	Timeout time.Duration
+	Logger  *slog.Logger
+	Auth    []Auth
+	ACL     []zk.ACL
+	Dialer  zk.Dialer
+	Loss    float64 // LossFraction, but for tests of the expiry path
+}
+
+// Session is one ZooKeeper session; see the root package's Session for its
+// contract.
+type Session struct {
+	loss float64
+	conn *zk.Conn
+	id   int64
+	log  *slog.Logger
+	acl  []zk.ACL
+	tr   *wire.Transport
+
+	done     chan struct{}
+	mu       sync.Mutex
+	err      error
+	expired  atomic.Bool
+	kick     chan struct{} // from the client's event path to the monitor; never blocks
+	closeReq chan struct{}
+	closing  sync.Once
+	wg       sync.WaitGroup // the monitor and the clean-up steps
+}
+
+// Connect dials the ensemble and waits until a session is established, or
+// ctx ends.
+func Connect(ctx context.Context, cfg Config) (*Session, error) {
+	s := &Session{
+		loss:     cfg.Loss,
+		log:      cfg.Logger,
+		acl:      cfg.ACL,
+		done:     make(chan struct{}),
+		kick:     make(chan struct{}, 1),
+		closeReq: make(chan struct{}),
+	}
+	s.tr = wire.New(s.signal, max(time.Second, cfg.Timeout/3))
+	conn, _, err := zk.Connect(cfg.Servers, cfg.Timeout,
+		zk.WithDialer(s.tr.Dialer(cfg.Dialer)),
+		zk.WithEventCallback(s.onEvent),
+		zk.WithLogger(zkLogger{cfg.Logger}),
+		zk.WithLogInfo(false),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	s.conn = conn
+
+	// Wait for the first session. The event channel of zk.Connect is never
+	// read: it drops events when full, so everything comes through onEvent.
+	for s.tr.SessionID() == 0 || conn.State() != zk.StateHasSession {
+		select {
+		case <-s.kick:
+		case <-ctx.Done():
+			conn.Close()
+			return nil, fmt.Errorf("connect to %s: %w", strings.Join(cfg.Servers, ","), context.Cause(ctx))
+		}
+	}
+	s.id = s.tr.SessionID()
+	s.log = s.log.With("session", fmt.Sprintf("0x%x", s.id))
+	for _, a := range cfg.Auth {
+		if err := Call(ctx, func() error { return conn.AddAuth(a.Scheme, a.Data) }); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("add %s auth: %w", a.Scheme, err)
+		}
+	}
+	// One round trip before anyone can set a watch: go-zookeeper reads
+	// Conn.lastZxid unsynchronized in sendSetWatches right after a
+	// connection is made (go-zookeeper/zk#35); a watch set before it has
+	// run turns that into a data race with the receive loop. This also
+	// proves the connection answers requests.
+	if err := Call(ctx, func() error { _, _, err := conn.Exists("/"); return err }); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("first request: %w", err)
+	}
+	s.wg.Add(1)
+	go s.monitor()
+	s.log.Debug("session established", "timeout", s.Timeout())
+	return s, nil
+}
+
+// Conn is the underlying client.
+func (s *Session) Conn() *zk.Conn { return s.conn }
+
+// ID is the ZooKeeper session id this Session is bound to.
+func (s *Session) ID() int64 { return s.id }
+
+// Timeout is the session timeout the ensemble granted.
+func (s *Session) Timeout() time.Duration { return s.tr.Timeout() }
+
+// ACL is the ACL recipes use for the nodes they create on this session.
+func (s *Session) ACL() []zk.ACL { return append([]zk.ACL(nil), s.acl...) }
+
+// Log is where the session and its recipes log.
+func (s *Session) Log() *slog.Logger { return s.log }
+
+// Created returns, once, the Czxid of a recipe node this session created,
+// read from the server's reply to the create; false when not recorded.
+// Whoever creates a node with wire.NodePrefix in its name claims it as soon
+// as the create returns, whether or not it needs it, so that the record
+// does not outlive the create.
+func (s *Session) Created(path string) (int64, bool) { return s.tr.Created(path) }
+
+// Done is closed once the session is over for good.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err is nil while the session lives; then ErrExpired, ErrLost or
+// ErrClosed, possibly wrapped with detail.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Connected reports whether the client has a connection right now. A
+// Session that is not connected may still be live (suspended).
+func (s *Session) Connected() bool {
+	return s.conn.State() == zk.StateHasSession && s.Err() == nil
+}
+
+// Close ends the session and waits for its goroutines. Idempotent.
+func (s *Session) Close() error {
+	s.closing.Do(func() { close(s.closeReq) })
+	s.wg.Wait()
+	return nil
+}
+
+// onEvent runs on the client's event path: it records and signals, and never
+// blocks.
+func (s *Session) onEvent(ev zk.Event) {
+	if ev.Type != zk.EventSession {
+		return
+	}
+	if ev.State == zk.StateExpired {
+		s.expired.Store(true)
+	}
+	s.signal()
+}
+
+func (s *Session) signal() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// monitor decides when the session is over. Its clock is the transport's
+// proof of contact: with none for the loss fraction of the timeout, the
+// session is declared lost before the ensemble can expire it and give its
+// nodes away.
+func (s *Session) monitor() {
+	defer s.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var why error
+	for why == nil {
+		switch sid := s.tr.SessionID(); {
+		case s.expired.Load() || sid == 0:
+			why = ErrExpired
+		case sid != s.id:
+			why = fmt.Errorf("%w: the client moved to session 0x%x", ErrExpired, sid)
+		}
+		if why != nil {
+			break
+		}
+		limit := time.Duration(float64(s.Timeout()) * s.loss)
+		silent := s.tr.Silence()
+		if silent >= limit {
+			why = fmt.Errorf("%w: no reply proving contact for %v (timeout %v)", ErrLost, silent.Round(time.Millisecond), s.Timeout())
+			break
+		}
+		timer.Reset(limit - silent)
+		select {
+		case <-s.kick:
+		case <-timer.C:
+		case <-s.closeReq:
+			why = ErrClosed
+		}
+	}
+	s.finish(why)
+	// Closed so that the client can never resume as a different session;
+	// every call in flight returns.
+	s.conn.Close()
+}
+
+func (s *Session) finish(why error) {
+	s.mu.Lock()
+	s.err = why
+	s.mu.Unlock()
+	close(s.done)
+	if errors.Is(why, ErrClosed) {
+		s.log.Debug("session closed")
+	} else {
+		s.log.Warn("session over", "err", why)
+	}
+}
+
+// Call runs f, a blocking go-zookeeper call, and returns early with ctx's
+// cause if ctx ends first; f then finishes on its own (go-zookeeper answers
+// every request, at worst with an error once its connection drops), and
+// its results must not be read. A request abandoned this way may still be
+// applied: the caller must not act on the assumption that it was not.
+func Call(ctx context.Context, f func() error) error {
+	if ctx.Done() == nil {
+		return f()
+	}
+	ch := make(chan error, 1)
+	go func() { ch <- f() }()
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// zkLogger sends go-zookeeper's messages to slog at debug level.
+type zkLogger struct{ l *slog.Logger }
+
+func (z zkLogger) Printf(format string, args ...any) {
+	z.l.Debug("zk: " + fmt.Sprintf(format, args...))
+}
+
+// Key unlocks the root package's Session.Internal. Its one field is
+// unexported, so no value of it can be made outside this module, and the
+// plumbing stays out of reach of the module's users.
+type Key struct{ _ struct{} }

@@ -1,0 +1,84 @@
+package zkrecipes
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zkrecipes/zkrecipes/internal/session"
+)
+
+// Option configures Connect.
+type Option func(*options)
+
+type options struct {
+	timeout time.Duration
+	logger  *slog.Logger
+	auth    []session.Auth
+	acl     []zk.ACL
+	dialer  zk.Dialer
+	loss    float64 // session.LossFraction, but for tests of the expiry path
+	errs    []error
+}
+
+// WithSessionTimeout asks the ensemble for this session timeout (default 10s).
+// The server may grant another value (by default it clamps to 2 to 20 times
+// its tickTime); the Session uses the granted one.
+func WithSessionTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 {
+			o.errs = append(o.errs, fmt.Errorf("%w: session timeout %v must be positive", ErrInvalidArgument, d))
+			return
+		}
+		o.timeout = d
+	}
+}
+
+// WithLogger sets where the Session and the recipes log (default: nowhere).
+// The go-zookeeper client's own messages go there at debug level.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}
+
+// WithAuth adds credentials to the session, e.g. ("digest", []byte("user:pass")).
+// Unless WithACL says otherwise, nodes the recipes create are then readable and
+// writable only by the identities the session authenticated as.
+func WithAuth(scheme string, data []byte) Option {
+	return func(o *options) {
+		if scheme == "" {
+			o.errs = append(o.errs, fmt.Errorf("%w: auth scheme is empty", ErrInvalidArgument))
+			return
+		}
+		o.auth = append(o.auth, session.Auth{Scheme: scheme, Data: append([]byte(nil), data...)})
+	}
+}
+
+// WithACL sets the ACL of the nodes the recipes create on this session.
+// Default: world-all, or creator-only ("auth" scheme) when WithAuth is given.
+func WithACL(acl []zk.ACL) Option {
+	return func(o *options) {
+		if len(acl) == 0 {
+			o.errs = append(o.errs, fmt.Errorf("%w: empty ACL", ErrInvalidArgument))
+			return
+		}
+		o.acl = append([]zk.ACL(nil), acl...)
+	}
+}
+
+// WithDialer sets the transport used to reach the servers (proxies, fault
+// injection in tests). Default: net.DialTimeout.
+func WithDialer(d zk.Dialer) Option {
+	return func(o *options) {
+		if d == nil {
+			o.errs = append(o.errs, fmt.Errorf("%w: nil dialer", ErrInvalidArgument))
+			return
+		}
+		o.dialer = d
+	}
+}
