@@ -37,6 +37,15 @@ lint:
 bench: zk-up
 	cd bench && $(GO) run ./cmd/lockbench -zk $(ZK) -sessions 1,8,32 -d 4s -rounds 9
 
+# The long stress of issue 7: Mutex, RWMutex and Semaphore, 1 session
+# uncontended and 8 contended, 100,000 cycles each, GOMAXPROCS=8 beside CPU
+# hogs; fails on any error from Lock/Unlock, false loss, exclusion violation
+# or node left behind. A quick try: make stress STRESS_CYCLES=2000
+STRESS_CYCLES ?= 100000
+.PHONY: stress
+stress: zk-up
+	cd bench && $(GO) run ./cmd/lockstress -zk $(ZK) -cycles $(STRESS_CYCLES) -procs 8 -hogs 2
+
 # A Go service sharing one lock path with Curator (Java) and with kazoo (Python).
 interop:
 	bash interop/install.sh

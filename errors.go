@@ -4,10 +4,13 @@ import (
 	"errors"
 
 	"github.com/zkrecipes/zkrecipes/internal/session"
+	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // Sentinel errors, for errors.Is. Errors returned by this module wrap them with
-// the detail (which path, which option) that explains the failure.
+// the detail (which path, which option) that explains the failure, and the
+// name of the package that returned them, once: "zklock: lock /app/l: lock
+// lost: session expired".
 var (
 	// ErrSessionExpired: the ZooKeeper ensemble expired the session (or the
 	// client found itself bound to a different session id). Its ephemeral
@@ -24,15 +27,15 @@ var (
 
 	// ErrInvalidPath: a ZooKeeper path that is empty, relative, ends in '/',
 	// holds an empty, "." or ".." element, or a character ZooKeeper refuses.
-	ErrInvalidPath = errors.New("zkrecipes: invalid path")
+	ErrInvalidPath = znode.ErrInvalidPath
 
 	// ErrInvalidArgument: a nil Session, a negative or zero timeout, an empty
 	// server list, or another argument that cannot work.
-	ErrInvalidArgument = errors.New("zkrecipes: invalid argument")
+	ErrInvalidArgument = errors.New("invalid argument")
 
 	// ErrDataTooLarge: data that cannot fit in one znode (ZooKeeper's
 	// jute.maxbuffer, 1 MiB by default, bounds a whole request).
-	ErrDataTooLarge = errors.New("zkrecipes: data too large for a znode")
+	ErrDataTooLarge = errors.New("data too large for a znode")
 )
 
 // MaxDataSize is the largest node payload the recipes accept: ZooKeeper's

@@ -1,11 +1,13 @@
 package zkrecipes_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -14,11 +16,17 @@ import (
 	"github.com/zkrecipes/zkrecipes/zklock"
 )
 
+// servers is where the examples find ZooKeeper: ZK_CONNECT (a
+// comma-separated list), else 127.0.0.1:2181.
+func servers() []string {
+	return strings.Split(cmp.Or(os.Getenv("ZK_CONNECT"), "127.0.0.1:2181"), ",")
+}
+
 // Hold a fair lock, do the work under the lease's context so it stops when
 // the lease is lost, and release it.
 func Example() {
 	ctx := context.Background()
-	s, err := zkrecipes.Connect(ctx, []string{"127.0.0.1:2181"}, zkrecipes.WithSessionTimeout(10*time.Second))
+	s, err := zkrecipes.Connect(ctx, servers(), zkrecipes.WithSessionTimeout(10*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -33,22 +41,39 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer lease.Unlock(context.Background())
-
 	// Work under lease.Context(): it is cancelled, with the cause, the moment
 	// the lease is lost, before anyone else can be granted the lock.
 	if err := generateReport(lease.Context(), lease.Token()); err != nil {
 		log.Print(err, context.Cause(lease.Context()))
 	}
+	if err := lease.Unlock(ctx); err != nil {
+		log.Print(err)
+	}
+	fmt.Println("report written; lease:", lease.Err())
+	// Output: report written; lease: lease released
 }
 
-func generateReport(ctx context.Context, token int64) error { return nil }
+func generateReport(ctx context.Context, token int64) error { return ctx.Err() }
+
+// A Session ends for good (expiry, loss, Close) and says why; a short
+// disconnect is not an end.
+func ExampleSession_Done() {
+	ctx := context.Background()
+	s, err := zkrecipes.Connect(ctx, servers())
+	if err != nil {
+		log.Fatal(err)
+	}
+	go s.Close() // elsewhere, say at shutdown
+	<-s.Done()
+	fmt.Println(errors.Is(s.Err(), zkrecipes.ErrClosed))
+	// Output: true
+}
 
 // A fenced write to ZooKeeper itself: it commits only while the lease is
 // held, whatever pause the holder went through.
 func ExampleSession_Conn() {
 	ctx := context.Background()
-	s, err := zkrecipes.Connect(ctx, []string{"127.0.0.1:2181"})
+	s, err := zkrecipes.Connect(ctx, servers())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -61,18 +86,17 @@ func ExampleSession_Conn() {
 	defer lease.Unlock(ctx)
 
 	_, err = s.Conn().Multi(lease.Guard(),
-		&zk.SetDataRequest{Path: "/myapp/config", Data: []byte("v2"), Version: -1})
-	if err != nil {
-		fmt.Println("not written: the lease is gone", err)
-	}
+		&zk.SetDataRequest{Path: "/", Data: nil, Version: -1})
+	fmt.Println("written while held:", err == nil)
+	// Output: written while held: true
 }
 
 // Wait at most a second; a lock held elsewhere is not an error to retry
 // blindly.
 func Example_tryLock() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := zkrecipes.Connect(ctx, []string{"127.0.0.1:2181"})
+	s, err := zkrecipes.Connect(ctx, servers())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -87,5 +111,6 @@ func Example_tryLock() {
 		log.Fatal(err)
 	}
 	defer lease.Unlock(context.Background())
-	// run the job
+	fmt.Println("running the job")
+	// Output: running the job
 }

@@ -29,7 +29,7 @@ type options struct {
 func WithSessionTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
-			o.errs = append(o.errs, fmt.Errorf("%w: session timeout %v must be positive", ErrInvalidArgument, d))
+			o.errs = append(o.errs, fmt.Errorf("zkrecipes: %w: session timeout %v must be positive", ErrInvalidArgument, d))
 			return
 		}
 		o.timeout = d
@@ -52,7 +52,7 @@ func WithLogger(l *slog.Logger) Option {
 func WithAuth(scheme string, data []byte) Option {
 	return func(o *options) {
 		if scheme == "" {
-			o.errs = append(o.errs, fmt.Errorf("%w: auth scheme is empty", ErrInvalidArgument))
+			o.errs = append(o.errs, fmt.Errorf("zkrecipes: %w: auth scheme is empty", ErrInvalidArgument))
 			return
 		}
 		o.auth = append(o.auth, session.Auth{Scheme: scheme, Data: append([]byte(nil), data...)})
@@ -64,7 +64,7 @@ func WithAuth(scheme string, data []byte) Option {
 func WithACL(acl []zk.ACL) Option {
 	return func(o *options) {
 		if len(acl) == 0 {
-			o.errs = append(o.errs, fmt.Errorf("%w: empty ACL", ErrInvalidArgument))
+			o.errs = append(o.errs, fmt.Errorf("zkrecipes: %w: empty ACL", ErrInvalidArgument))
 			return
 		}
 		o.acl = append([]zk.ACL(nil), acl...)
@@ -76,7 +76,7 @@ func WithACL(acl []zk.ACL) Option {
 func WithDialer(d zk.Dialer) Option {
 	return func(o *options) {
 		if d == nil {
-			o.errs = append(o.errs, fmt.Errorf("%w: nil dialer", ErrInvalidArgument))
+			o.errs = append(o.errs, fmt.Errorf("zkrecipes: %w: nil dialer", ErrInvalidArgument))
 			return
 		}
 		o.dialer = d

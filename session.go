@@ -46,11 +46,11 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 		opt(&o)
 	}
 	if len(servers) == 0 {
-		o.errs = append(o.errs, fmt.Errorf("%w: no ZooKeeper servers given", ErrInvalidArgument))
+		o.errs = append(o.errs, fmt.Errorf("zkrecipes: %w: no ZooKeeper servers given", ErrInvalidArgument))
 	}
 	for _, s := range servers {
 		if strings.TrimSpace(s) == "" {
-			o.errs = append(o.errs, fmt.Errorf("%w: empty server address", ErrInvalidArgument))
+			o.errs = append(o.errs, fmt.Errorf("zkrecipes: %w: empty server address", ErrInvalidArgument))
 		}
 	}
 	if err := errors.Join(o.errs...); err != nil {

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		holdLock()
 		return
 	}
-	os.Exit(m.Run())
+	os.Exit(zktest.Main(m))
 }
 
 // holdLock takes the lock named by the environment, prints its token and

@@ -17,21 +17,25 @@
 // # Order
 //
 // Items live in buckets of at most a fixed number of items; a bucket's
-// number and an item's sequence number within it make the item's id, and
-// ids sort in queue order. A producer puts into the newest bucket with a
-// multi that checks the bucket is not sealed; the producer whose item fills
-// the bucket seals it (sets its data), and the next put creates the next
-// bucket together with its first item, in one multi. So every item of a
-// bucket was created before the next bucket existed, and a consumer that
-// takes the lowest unclaimed id never sees ids go backwards except when an
-// item comes back (Nack, a lost claim). Only the buckets' directory and the
-// oldest buckets are ever listed; a drained bucket is deleted.
+// number and an item's sequence number within it make the item's id, and ids
+// sort in queue order. A producer puts into the newest bucket with a multi
+// that checks the bucket is not sealed; the producer whose item fills the
+// bucket seals it (sets its data), and the next put creates the next bucket
+// together with its first item, in one multi that also moves the queue's
+// high mark (the queue directory's data) up, conditional on the mark's
+// version: bucket numbers only grow, however stale a producer's idea of
+// them. So every item of a bucket was created before the next bucket
+// existed, and a consumer that takes the lowest unclaimed id never sees ids
+// go backwards except when an item comes back (Nack, a lost claim). Only the
+// buckets' directory and the oldest buckets are ever listed; a drained
+// bucket is deleted.
 //
 // # Fairness
 //
-// Waiting consumers stand in a line, like the contenders of zklock.Mutex:
-// each watches only the consumer ahead of it, and only the consumer at the
-// head of the line looks at the items, so a put wakes one consumer.
+// Waiting consumers stand in a line, on the same engine as zklock's
+// recipes: each watches only the consumer ahead of it, and only the
+// consumer at the head of the line looks at the items, so a put wakes one
+// consumer.
 //
 // # At least once
 //
@@ -49,7 +53,9 @@
 // one bucket (1,000 items) at a time, and the buckets' directory holds some
 // 60,000 buckets, so the queue holds tens of millions of pending items.
 // claims/ holds one node per job in progress and dead/ one per dead letter:
-// both are flat and meant to stay far below that. Bucket numbers are kept
-// in items/'s data; once the queue is entirely empty and the server reaps
-// items/, numbering (and so ids) may start again from 0.
+// both are flat and meant to stay far below that. Ids are never reused
+// while the queue holds anything: only once it is entirely empty (no item,
+// claim, waiting consumer or dead letter) does the server reap the queue's
+// directory, and with it the high mark, and numbering may start again
+// from 0.
 package fairqueue

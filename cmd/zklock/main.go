@@ -282,7 +282,7 @@ func (c *cli) connect(ctx context.Context, log *slog.Logger) (*zkrecipes.Session
 // checkPath validates a lock path given on the command line.
 func checkPath(p string) error {
 	if err := znode.ValidatePath(p); err != nil {
-		return usageError{strings.TrimPrefix(err.Error(), "zkrecipes: ")}
+		return usageError{err.Error()}
 	}
 	return nil
 }

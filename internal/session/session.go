@@ -21,9 +21,9 @@ import (
 
 // The ends of a session; the root package exports them.
 var (
-	ErrExpired = errors.New("zkrecipes: session expired")
-	ErrLost    = errors.New("zkrecipes: session lost")
-	ErrClosed  = errors.New("zkrecipes: session closed")
+	ErrExpired = errors.New("session expired")
+	ErrLost    = errors.New("session lost")
+	ErrClosed  = errors.New("session closed")
 )
 
 // LossFraction is how much of the negotiated timeout may pass without proof

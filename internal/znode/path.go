@@ -1,19 +1,20 @@
 package znode
 
 import (
+	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/zkrecipes/zkrecipes"
 )
+
+// ErrInvalidPath is the root package's ErrInvalidPath.
+var ErrInvalidPath = errors.New("invalid path")
 
 // ValidatePath reports whether p is a path a recipe can own: absolute, not the
 // root, no trailing '/', no empty, "." or ".." element, and none of the
-// characters ZooKeeper refuses. The error wraps zkrecipes.ErrInvalidPath and names the
-// problem.
+// characters ZooKeeper refuses. The error wraps ErrInvalidPath and names the problem.
 func ValidatePath(p string) error {
 	bad := func(why string) error {
-		return fmt.Errorf("%w %q: %s", zkrecipes.ErrInvalidPath, p, why)
+		return fmt.Errorf("%w %q: %s", ErrInvalidPath, p, why)
 	}
 	switch {
 	case p == "":

@@ -1,0 +1,444 @@
+package fairqueue_test
+
+// The fault suite: every request the queue sends is tested under two
+// faults. (1) The connection drops right after the request is written
+// (zktest.Dropper, both modes: the request may or may not have been
+// applied, or it was and its reply is lost); the session survives. (2) The
+// caller's ctx ends before, during or after the call: at 0, 20µs, 100µs or
+// 1ms. After each case: an item put is there once (or, after an unknown
+// outcome, at most once), a Job taken is not lost, Ack and Nack settle the
+// item, no consumer is stranded in line/, no claim or other node is left.
+//
+// The table queueScenarios is the inventory of what each operation sends:
+// for each operation, the requests the current design sends, each aimed at
+// by a Dropper fault. A Dropper fault that does not fire fails its case:
+// the operation no longer sends that request, and the table must be
+// brought up to date (a request it sends and the table leaves out is a gap
+// of the same kind).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/fairqueue"
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+// queueEnv is what a fault case works with.
+type queueEnv struct {
+	d     *zktest.Dropper
+	s     *zkrecipes.Session // through d
+	other *zkrecipes.Session
+	p     string
+}
+
+// fault is one fault around the operation under test.
+type fault struct {
+	op   int32       // for a Dropper fault
+	mode zktest.Mode // 0: a ctx fault
+	end  time.Duration
+	base int
+}
+
+func (f *fault) String() string {
+	if f.mode == 0 {
+		return fmt.Sprintf("ctx ending at %v", f.end)
+	}
+	return fmt.Sprintf("%v on %s", f.mode, opNames[f.op])
+}
+
+// arm sets the fault up right before the operation, and returns its ctx.
+func (f *fault) arm(e queueEnv, parent context.Context) (context.Context, context.CancelFunc) {
+	if f.mode == 0 {
+		ctx, cancel := context.WithTimeout(parent, f.end)
+		if f.end == 0 {
+			cancel()
+		}
+		return ctx, cancel
+	}
+	f.base = e.d.Fired()
+	e.d.Arm(zktest.Match{Op: f.op, Path: e.p}, f.mode)
+	return context.WithCancel(parent)
+}
+
+// done disarms the Dropper (giving a fault in the background a moment to
+// hit first) and reports whether the fault hit.
+func (f *fault) done(e queueEnv, wait time.Duration) bool {
+	if f.mode == 0 {
+		return true
+	}
+	hit := fired(e.d, f.base+1, wait)
+	e.d.Disarm()
+	return hit
+}
+
+func (f *fault) byCtx() bool { return f.mode == 0 }
+
+// requireHit fails a case whose fault never fired: the operation did not
+// send the request the table says it sends.
+func requireHit(t *testing.T, hit bool, what string, f *fault) {
+	t.Helper()
+	if !hit {
+		t.Fatalf("the %s sent no request for the %v to hit: the fault did not fire; bring queueScenarios up to date with the requests it sends", what, f)
+	}
+}
+
+var opNames = map[int32]string{
+	zktest.OpCreate: "create", zktest.OpDelete: "delete", zktest.OpExists: "exists",
+	zktest.OpGetData: "getData", zktest.OpSetData: "setData", zktest.OpGetChildren: "getChildren",
+	zktest.OpGetChildren2: "getChildren2", zktest.OpCheck: "check", zktest.OpMulti: "multi",
+	zktest.OpCreateContainer: "createContainer",
+}
+
+func isCtxErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// settle calls op (Ack or Nack) until it returns nil: an unknown outcome
+// may be retried, a lost claim is a failure.
+func settle(t *testing.T, ctx context.Context, what string, err error, op func(context.Context) error) {
+	t.Helper()
+	for tries := 0; err != nil && tries < 5; tries++ {
+		require.NotErrorIs(t, err, fairqueue.ErrClaimLost, what)
+		err = op(ctx)
+	}
+	require.NoError(t, err, what)
+}
+
+// requireKept fails if the job is lost, or is lost within a moment.
+func requireKept(t *testing.T, j *fairqueue.Job, what string) {
+	t.Helper()
+	select {
+	case <-j.Done():
+		t.Fatalf("%s: the job was lost", what)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// requireClean waits until the queue has no consumer in line and no claim.
+func requireClean(t *testing.T, e queueEnv, what string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		return len(names(t, e.other, e.p+"/line")) == 0 && len(names(t, e.other, e.p+"/claims")) == 0
+	}, 10*time.Second, 5*time.Millisecond, "%s: left line/ %v, claims/ %v", what,
+		names(t, e.other, e.p+"/line"), names(t, e.other, e.p+"/claims"))
+}
+
+// drainAll takes and acks every pending item (through other) and returns
+// their data.
+func drainAll(t *testing.T, ctx context.Context, e queueEnv) []string {
+	t.Helper()
+	q := fq(t, e.other, e.p)
+	var out []string
+	for {
+		j, err := q.TryTake(ctx)
+		if errors.Is(err, fairqueue.ErrEmpty) {
+			return out
+		}
+		require.NoError(t, err)
+		out = append(out, string(j.Data()))
+		require.NoError(t, j.Ack(ctx))
+	}
+}
+
+// usable proves the queue still works for consumers on both sessions: an
+// item put is taken, by a Take on the faulted session.
+func usable(t *testing.T, ctx context.Context, e queueEnv, what string) {
+	t.Helper()
+	_, err := fq(t, e.other, e.p).Put(ctx, []byte("after"))
+	require.NoError(t, err)
+	j := takeWithin(t, fq(t, e.s, e.p), e.other, e.p, what+": a later Take")
+	require.Equal(t, "after", string(j.Data()))
+	require.NoError(t, j.Ack(ctx))
+}
+
+// queueScenario is an operation run under a fault, with the requests it
+// sends in the current design (ops): the Dropper faults aim at each.
+type queueScenario struct {
+	name string
+	ops  []int32
+	run  func(t *testing.T, ctx context.Context, e queueEnv, f *fault)
+}
+
+// putCase puts under the fault: the item is there once if Put said so,
+// at most once if it said the outcome is unknown.
+func putCase(t *testing.T, ctx context.Context, e queueEnv, f *fault, q *fairqueue.Queue, before []string) {
+	fctx, cancel := f.arm(e, ctx)
+	defer cancel()
+	id, err := q.Put(fctx, []byte("x"))
+	hit := f.done(e, 0)
+	if err != nil {
+		require.True(t, errors.Is(err, fairqueue.ErrOutcomeUnknown) || f.byCtx() && isCtxErr(err),
+			"Put with a %v: %v (want nil, or an error wrapping ErrOutcomeUnknown)", f, err)
+		time.Sleep(100 * time.Millisecond) // let an abandoned write land
+	}
+	got := drainAll(t, ctx, e)
+	want := append(before, "x")
+	if err != nil && len(got) == len(before) {
+		want = before
+	}
+	require.Equal(t, want, got, "items after a Put (id %q, err %v) with a %v", id, err, f)
+	usable(t, ctx, e, f.String())
+	requireClean(t, e, f.String())
+	requireHit(t, hit, "Put", f)
+}
+
+// takeCase takes the pending item "x" under the fault: Take must get it
+// (with a ctx fault it may give up, and the item stays deliverable), the
+// Job must not be lost, and Ack must settle it.
+func takeCase(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
+	q := fq(t, e.s, e.p)
+	fctx, cancel := f.arm(e, ctx)
+	defer cancel()
+	j, err := q.Take(fctx)
+	hit := f.done(e, 200*time.Millisecond) // the Job's watch is set after Take returns
+	switch {
+	case err != nil && f.byCtx():
+		require.True(t, isCtxErr(err), "Take with a %v: %v", f, err)
+		j = takeWithin(t, fq(t, e.other, e.p), e.other, e.p, "the item, after a Take with a "+f.String())
+	default:
+		require.NoError(t, err, "Take with a %v", f)
+		requireKept(t, j, "taken with a "+f.String())
+	}
+	require.Equal(t, "x", string(j.Data()))
+	settle(t, ctx, "Ack", j.Ack(ctx), j.Ack)
+	require.Empty(t, drainAll(t, ctx, e), "the acked item came back")
+	requireClean(t, e, f.String())
+	usable(t, ctx, e, f.String())
+	requireHit(t, hit, "Take", f)
+}
+
+// warm uses the queue once (line/ and claims/ exist from then on).
+func warm(t *testing.T, ctx context.Context, e queueEnv) {
+	t.Helper()
+	q := fq(t, e.other, e.p)
+	_, err := q.Put(ctx, []byte("warm"))
+	require.NoError(t, err)
+	j, err := q.Take(ctx)
+	require.NoError(t, err)
+	require.NoError(t, j.Ack(ctx))
+}
+
+var queueScenarios = []queueScenario{
+	{
+		// The first Put on a queue: it reads the queue directory's high mark
+		// (getData) and lists the buckets (getChildren2), finds neither,
+		// makes the directories (createContainer), reads again, and puts
+		// with one multi that moves the mark, makes the bucket and creates
+		// the item (create).
+		name: "put-first",
+		ops:  []int32{zktest.OpCreateContainer, zktest.OpGetChildren2, zktest.OpGetData, zktest.OpMulti, zktest.OpCreate},
+		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
+			putCase(t, ctx, e, f, fq(t, e.s, e.p), nil)
+		},
+	},
+	{
+		// A Put into a known bucket: one multi, checking the bucket's
+		// version (check) and creating the item (create).
+		name: "put",
+		ops:  []int32{zktest.OpMulti, zktest.OpCheck, zktest.OpCreate},
+		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
+			q := fq(t, e.s, e.p)
+			_, err := q.Put(ctx, []byte("first"))
+			require.NoError(t, err)
+			putCase(t, ctx, e, f, q, []string{"first"})
+		},
+	},
+	{
+		// The first Take on a queue, with an item pending: it makes line/
+		// and claims/ (createContainer), joins the line (create, with a
+		// getChildren2 of line/), lists claims/, items/ and the bucket
+		// (getChildren2), reads the item (getData) and claims it with a
+		// multi; the Job's owner then reads the claim (getData).
+		name: "take-first",
+		ops:  []int32{zktest.OpCreateContainer, zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData, zktest.OpMulti},
+		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
+			_, err := fq(t, e.other, e.p).Put(ctx, []byte("x"))
+			require.NoError(t, err)
+			takeCase(t, ctx, e, f)
+		},
+	},
+	{
+		// Take with an item pending, on a queue used before: as take-first,
+		// the directories there already.
+		name: "take",
+		ops:  []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData, zktest.OpMulti},
+		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
+			warm(t, ctx, e)
+			_, err := fq(t, e.other, e.p).Put(ctx, []byte("x"))
+			require.NoError(t, err)
+			takeCase(t, ctx, e, f)
+		},
+	},
+	{
+		// Take waits on an empty queue used before; the fault hits while
+		// it sets up its wait (create, and the listings that leave watches:
+		// getChildren2); then an item is put. Setting up its wait, it
+		// reads no node (no getData): it reads the item, and its Job the
+		// claim, only once the item is put, as in "take".
+		name: "take-wait",
+		ops:  []int32{zktest.OpCreate, zktest.OpGetChildren2},
+		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
+			warm(t, ctx, e)
+			q := fq(t, e.s, e.p)
+			fctx, cancel := f.arm(e, ctx)
+			defer cancel()
+			type result struct {
+				j   *fairqueue.Job
+				err error
+			}
+			got := make(chan result, 1)
+			go func() {
+				j, err := q.Take(fctx)
+				got <- result{j, err}
+			}()
+			if f.byCtx() {
+				r := <-got
+				require.Error(t, r.err, "a Take on an empty queue")
+				require.True(t, isCtxErr(r.err), "Take with a %v: %v", f, r.err)
+				requireClean(t, e, f.String())
+				usable(t, ctx, e, f.String())
+				return
+			}
+			hit := f.done(e, time.Second)
+			_, err := fq(t, e.other, e.p).Put(ctx, []byte("x"))
+			require.NoError(t, err)
+			var r result
+			select {
+			case r = <-got:
+			case <-time.After(liveWait):
+				t.Fatalf("the waiting Take never got the item put (line/ %v)", names(t, e.other, e.p+"/line"))
+			}
+			require.NoError(t, r.err, "the waiting Take, after a %v", f)
+			require.Equal(t, "x", string(r.j.Data()))
+			requireKept(t, r.j, "taken after a "+f.String())
+			settle(t, ctx, "Ack", r.j.Ack(ctx), r.j.Ack)
+			requireClean(t, e, f.String())
+			usable(t, ctx, e, f.String())
+			requireHit(t, hit, "Take", f)
+		},
+	},
+	{
+		// Ack: one multi that deletes the item and the claim.
+		name: "ack",
+		ops:  []int32{zktest.OpMulti, zktest.OpDelete},
+		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
+			q := fq(t, e.s, e.p)
+			_, err := q.Put(ctx, []byte("x"))
+			require.NoError(t, err)
+			j, err := q.Take(ctx)
+			require.NoError(t, err)
+			fctx, cancel := f.arm(e, ctx)
+			defer cancel()
+			err = j.Ack(fctx)
+			hit := f.done(e, 0)
+			settle(t, ctx, "Ack with a "+f.String(), err, j.Ack)
+			require.Empty(t, drainAll(t, ctx, e), "the acked item came back")
+			requireClean(t, e, f.String())
+			usable(t, ctx, e, f.String())
+			requireHit(t, hit, "Ack", f)
+		},
+	},
+	{
+		// Nack: one multi that checks the item's version and deletes the
+		// claim.
+		name: "nack",
+		ops:  []int32{zktest.OpMulti, zktest.OpCheck, zktest.OpDelete},
+		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
+			q := fq(t, e.s, e.p)
+			id, err := q.Put(ctx, []byte("x"))
+			require.NoError(t, err)
+			j, err := q.Take(ctx)
+			require.NoError(t, err)
+			fctx, cancel := f.arm(e, ctx)
+			defer cancel()
+			err = j.Nack(fctx)
+			hit := f.done(e, 0)
+			settle(t, ctx, "Nack with a "+f.String(), err, j.Nack)
+			j = takeWithin(t, fq(t, e.other, e.p), e.other, e.p, "the item given back with a "+f.String())
+			require.Equal(t, id, j.ID())
+			require.Equal(t, 2, j.Attempt())
+			require.NoError(t, j.Ack(ctx))
+			requireClean(t, e, f.String())
+			usable(t, ctx, e, f.String())
+			requireHit(t, hit, "Nack", f)
+		},
+	},
+	{
+		// Nack at max attempts: the item moves to the dead letters, in one
+		// multi that creates the dead letter and deletes the item and the
+		// claim; the first finds no dead/ and makes it (createContainer).
+		name: "bury",
+		ops:  []int32{zktest.OpMulti, zktest.OpCreateContainer, zktest.OpCreate},
+		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
+			q := fq(t, e.s, e.p, fairqueue.WithMaxAttempts(1))
+			id, err := q.Put(ctx, []byte("x"))
+			require.NoError(t, err)
+			j, err := q.Take(ctx)
+			require.NoError(t, err)
+			fctx, cancel := f.arm(e, ctx)
+			defer cancel()
+			err = j.Nack(fctx)
+			hit := f.done(e, 0)
+			settle(t, ctx, "Nack at max attempts with a "+f.String(), err, j.Nack)
+			dead, err := q.DeadLetters(ctx)
+			require.NoError(t, err)
+			require.Len(t, dead, 1, "dead letters after a Nack at max attempts with a %v", f)
+			require.Equal(t, id, dead[0].ID)
+			require.Empty(t, drainAll(t, ctx, e), "a dead letter was delivered")
+			requireClean(t, e, f.String())
+			require.NoError(t, q.Requeue(ctx, id))
+			require.Equal(t, []string{"x"}, drainAll(t, ctx, e))
+			usable(t, ctx, e, f.String())
+			requireHit(t, hit, "Nack", f)
+		},
+	},
+}
+
+func runQueueFaults(t *testing.T, faults func(sc queueScenario) []*fault) {
+	srv := setup(t)
+	d := &zktest.Dropper{}
+	s := d.Connect(t, srv.Addrs())
+	other := connect(t, srv.Addrs())
+	for _, sc := range queueScenarios {
+		for _, f := range faults(sc) {
+			t.Run(fmt.Sprintf("%s/%v", sc.name, f), func(t *testing.T) {
+				t.Cleanup(func() { d.Disarm() })
+				require.NoError(t, s.Err(), "the faulted session is over")
+				e := queueEnv{d: d, s: s, other: other, p: queuePath(t, srv.Addrs())}
+				sc.run(t, bg(t, 60*time.Second), e, f)
+			})
+		}
+	}
+}
+
+// Fault (1): the connection drops right after each kind of request the
+// queue sends.
+func TestFaultDropFairqueue(t *testing.T) {
+	runQueueFaults(t, func(sc queueScenario) []*fault {
+		var fs []*fault
+		for _, op := range sc.ops {
+			for _, mode := range []zktest.Mode{zktest.AfterWrite, zktest.LoseReply} {
+				fs = append(fs, &fault{op: op, mode: mode})
+			}
+		}
+		return fs
+	})
+}
+
+// Fault (2): the caller's ctx ends before, during or after each operation.
+func TestFaultCtxFairqueue(t *testing.T) {
+	runQueueFaults(t, func(queueScenario) []*fault {
+		var fs []*fault
+		for _, end := range []time.Duration{0, 20 * time.Microsecond, 100 * time.Microsecond, time.Millisecond} {
+			fs = append(fs, &fault{end: end})
+		}
+		return fs
+	})
+}

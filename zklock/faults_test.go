@@ -1,0 +1,550 @@
+package zklock_test
+
+// The fault suite: every request a recipe sends is tested under two
+// faults. (1) The connection drops right after the request is written
+// (zktest.Dropper, both modes: the request may or may not have been
+// applied, or it was and its reply is lost); the session survives. (2) The
+// caller's ctx ends before, during or after the call: at 0, 20µs, 100µs or
+// 1ms. After each case: no false loss (a lease that was returned is held
+// until released), no stranded lock (another session acquires afterwards),
+// no node left behind, no lost leadership.
+//
+// The table recipeScenarios is the inventory of what each operation sends:
+// for each recipe and operation, the requests the current design sends,
+// each aimed at by a Dropper fault. A Dropper fault that does not fire
+// fails its case: the operation no longer sends that request, and the
+// table must be brought up to date (a request it sends and the table
+// leaves out is a gap of the same kind).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/zklock"
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+// holding is what a recipe's acquire returns: a lease, and for an election
+// its leadership.
+type holding struct {
+	*zklock.Lease
+	lead *zklock.Leadership
+}
+
+func (h holding) release(ctx context.Context) error {
+	if h.lead != nil {
+		return h.lead.Resign(ctx)
+	}
+	return h.Unlock(ctx)
+}
+
+// recipe is one kind of lock under test: ours is what the faulted session
+// does, rival one that excludes it (used to prove nothing is stranded).
+type recipe struct {
+	name        string
+	ours, rival func(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error)
+}
+
+func lockWith(lock func(ctx context.Context) (*zklock.Lease, error)) func(context.Context) (holding, error) {
+	return func(ctx context.Context) (holding, error) {
+		l, err := lock(ctx)
+		return holding{Lease: l}, err
+	}
+}
+
+func mutexLock(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
+	m, err := zklock.NewMutex(s, path)
+	require.NoError(t, err)
+	return lockWith(m.Lock)
+}
+
+func rwRLock(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
+	rw, err := zklock.NewRWMutex(s, path)
+	require.NoError(t, err)
+	return lockWith(rw.RLock)
+}
+
+func rwLock(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
+	rw, err := zklock.NewRWMutex(s, path)
+	require.NoError(t, err)
+	return lockWith(rw.Lock)
+}
+
+func semAcquire(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
+	sm, err := zklock.NewSemaphore(s, path, 1)
+	require.NoError(t, err)
+	return lockWith(sm.Acquire)
+}
+
+func campaign(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
+	el, err := zklock.NewElection(s, path)
+	require.NoError(t, err)
+	return func(ctx context.Context) (holding, error) {
+		l, err := el.Campaign(ctx, []byte(fmt.Sprintf("0x%x", s.ID())))
+		if err != nil {
+			return holding{}, err
+		}
+		return holding{Lease: l.Lease, lead: l}, nil
+	}
+}
+
+var (
+	mutexRecipe    = recipe{"Mutex", mutexLock, mutexLock}
+	rlockRecipe    = recipe{"RLock", rwRLock, rwLock}
+	wlockRecipe    = recipe{"RWLock", rwLock, rwLock}
+	semRecipe      = recipe{"Semaphore", semAcquire, semAcquire}
+	electionRecipe = recipe{"Election", campaign, campaign}
+)
+
+// faultEnv is what a fault case works with.
+type faultEnv struct {
+	d     *zktest.Dropper
+	s     *zkrecipes.Session // through d
+	other *zkrecipes.Session
+	r     recipe
+	path  string
+}
+
+func (e faultEnv) ours(t *testing.T) func(context.Context) (holding, error) {
+	return e.r.ours(t, e.s, e.path)
+}
+
+func (e faultEnv) rival(t *testing.T) func(context.Context) (holding, error) {
+	return e.r.rival(t, e.other, e.path)
+}
+
+// startHolding runs acquire in the background.
+func startHolding(ctx context.Context, acquire func(context.Context) (holding, error)) <-chan holdResult {
+	ch := make(chan holdResult, 1)
+	go func() {
+		h, err := acquire(ctx)
+		ch <- holdResult{h, err}
+	}()
+	return ch
+}
+
+type holdResult struct {
+	h   holding
+	err error
+}
+
+func awaitHolding(t *testing.T, ch <-chan holdResult, what string) holding {
+	t.Helper()
+	select {
+	case r := <-ch:
+		require.NoError(t, r.err, what)
+		return r.h
+	case <-time.After(liveWait):
+		t.Fatalf("%s: not granted within %v", what, liveWait)
+		return holding{}
+	}
+}
+
+// requireHeld fails if the lease has ended, or ends within a moment.
+func requireHeld(t *testing.T, h holding, what string) {
+	t.Helper()
+	select {
+	case <-h.Done():
+		t.Fatalf("%s: false loss: %v", what, h.Err())
+	case <-time.After(100 * time.Millisecond):
+	}
+	require.NoError(t, h.Err(), what)
+}
+
+// releaseAll releases h, again and again while the outcome is unknown; a
+// release must never find the lease lost.
+func releaseAll(t *testing.T, ctx context.Context, h holding, what string) {
+	t.Helper()
+	err := h.release(ctx)
+	for tries := 0; err != nil && tries < 5; tries++ {
+		require.NotErrorIs(t, err, zklock.ErrLockLost, "%s: release", what)
+		err = h.release(ctx)
+	}
+	require.NoError(t, err, "%s: release", what)
+	require.ErrorIs(t, h.Err(), zklock.ErrReleased, what)
+}
+
+// notStranded proves the lock is free: the rival gets it.
+func notStranded(t *testing.T, ctx context.Context, e faultEnv, what string) {
+	t.Helper()
+	rctx, cancel := context.WithTimeout(ctx, liveWait)
+	defer cancel()
+	h, err := e.rival(t)(rctx)
+	require.NoError(t, err, "%s: the lock is stranded (nodes: %v)", what, children(t, e.other, e.path))
+	require.NoError(t, h.release(ctx))
+}
+
+// opNames names the opcodes in test names.
+var opNames = map[int32]string{
+	zktest.OpCreate: "create", zktest.OpDelete: "delete", zktest.OpExists: "exists",
+	zktest.OpGetData: "getData", zktest.OpSetData: "setData", zktest.OpGetChildren: "getChildren",
+	zktest.OpGetChildren2: "getChildren2", zktest.OpCheck: "check", zktest.OpMulti: "multi",
+	zktest.OpCreateContainer: "createContainer",
+}
+
+// A scenario is an operation of a recipe, run under a fault. The requests
+// it sends depend on the recipe: recipeScenarios lists them.
+type scenario struct {
+	name string
+	run  func(t *testing.T, ctx context.Context, e faultEnv, fault fault)
+}
+
+// fault is one fault, around the operation under test: arm sets it up
+// just before, and ctx gives the operation's context.
+type fault interface {
+	arm(e faultEnv)
+	ctx(parent context.Context) (context.Context, context.CancelFunc)
+	settle(e faultEnv) // gives a fault in the background its chance to hit
+	hit(e faultEnv) bool
+	String() string
+}
+
+// dropFault is a connection cut at the first request matching op.
+type dropFault struct {
+	op   int32
+	mode zktest.Mode
+	base *int
+}
+
+func (f dropFault) arm(e faultEnv) {
+	*f.base = e.d.Fired()
+	e.d.Arm(zktest.Match{Op: f.op, Path: e.path}, f.mode)
+}
+
+func (f dropFault) ctx(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithCancel(parent)
+}
+
+func (f dropFault) settle(e faultEnv) { fired(e.d, *f.base+1, time.Second) }
+
+func (f dropFault) hit(e faultEnv) bool { return e.d.Fired() > *f.base }
+
+func (f dropFault) String() string { return fmt.Sprintf("%v on %s", f.mode, opNames[f.op]) }
+
+// ctxFault is the operation's ctx ending after a while (0: ended already).
+type ctxFault struct{ end time.Duration }
+
+func (f ctxFault) arm(faultEnv) {}
+
+func (f ctxFault) ctx(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(parent, f.end)
+	if f.end == 0 {
+		cancel()
+	}
+	return ctx, cancel
+}
+
+func (f ctxFault) settle(faultEnv) {}
+
+func (f ctxFault) hit(faultEnv) bool { return true }
+
+func (f ctxFault) String() string { return fmt.Sprintf("ctx ending at %v", f.end) }
+
+// isCtxErr reports an error that says the operation's ctx ended.
+func isCtxErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// acquireCase: our acquire, uncontended, under the fault. It must succeed
+// through a blip; with an ending ctx it may give up, leaving nothing
+// behind.
+func acquireCase(t *testing.T, ctx context.Context, e faultEnv, f fault) {
+	acquire := e.ours(t)
+	fctx, cancel := f.ctx(ctx)
+	defer cancel()
+	f.arm(e)
+	h, err := acquire(fctx)
+	e.d.Disarm()
+	_, byCtx := f.(ctxFault)
+	switch {
+	case err != nil && byCtx:
+		require.True(t, isCtxErr(err), "acquire with a %v: %v", f, err)
+		require.Eventually(t, func() bool { return len(children(t, e.other, e.path)) == 0 }, 10*time.Second, 2*time.Millisecond,
+			"an abandoned acquire left its node: %v", children(t, e.other, e.path))
+	default:
+		require.NoError(t, err, "acquire with a %v", f)
+		requireHeld(t, h, fmt.Sprintf("acquired with a %v", f))
+		releaseAll(t, ctx, h, f.String())
+	}
+	notStranded(t, ctx, e, f.String())
+	requireHit(t, f.hit(e), "acquire", f)
+}
+
+// requireHit fails a case whose fault never fired: the operation did not
+// send the request the table says it sends.
+func requireHit(t *testing.T, hit bool, what string, f fault) {
+	t.Helper()
+	if !hit {
+		t.Fatalf("the %s sent no request for the %v to hit: the fault did not fire; bring recipeScenarios up to date with the requests it sends", what, f)
+	}
+}
+
+var lockScenarios = []scenario{
+	{
+		// The first acquire on a lock path, uncontended: it makes the
+		// directory (and a Semaphore records its permits there).
+		name: "acquire-first",
+		run:  acquireCase,
+	},
+	{
+		// Our acquire, uncontended, on a lock path used before.
+		name: "acquire",
+		run: func(t *testing.T, ctx context.Context, e faultEnv, f fault) {
+			h, err := e.rival(t)(ctx) // the directory exists from now on
+			require.NoError(t, err)
+			releaseAll(t, ctx, h, "the rival")
+			acquireCase(t, ctx, e, f)
+		},
+	},
+	{
+		// Our acquire waits behind the rival: the fault hits while it sets
+		// up its wait. It must be granted once the rival releases (with an
+		// ending ctx, it gives up, leaving nothing behind).
+		name: "wait",
+		run: func(t *testing.T, ctx context.Context, e faultEnv, f fault) {
+			holder, err := e.rival(t)(ctx)
+			require.NoError(t, err)
+			acquire := e.ours(t)
+			fctx, cancel := f.ctx(ctx)
+			defer cancel()
+			f.arm(e)
+			got := startHolding(fctx, acquire)
+			if _, byCtx := f.(ctxFault); byCtx {
+				r := <-got
+				if r.err == nil {
+					r.h.release(ctx)
+					t.Fatalf("acquired with a %v while the rival holds", f)
+				}
+				require.True(t, isCtxErr(r.err), "acquire with a %v: %v", f, r.err)
+				require.Eventually(t, func() bool { return len(children(t, e.other, e.path)) == 1 }, liveWait, 2*time.Millisecond,
+					"an abandoned acquire left its node: %v", children(t, e.other, e.path))
+				releaseAll(t, ctx, holder, "the rival")
+				notStranded(t, ctx, e, f.String())
+				return
+			}
+			waitNodes(t, e.other, e.path, 2)
+			f.settle(e)
+			hit := f.hit(e)
+			e.d.Disarm()
+			select {
+			case r := <-got:
+				t.Fatalf("the waiter returned while the rival holds (err: %v)", r.err)
+			default:
+			}
+			releaseAll(t, ctx, holder, "the rival")
+			h := awaitHolding(t, got, fmt.Sprintf("the waiter, after a %v", f))
+			requireHeld(t, h, fmt.Sprintf("granted after a %v", f))
+			releaseAll(t, ctx, h, f.String())
+			notStranded(t, ctx, e, f.String())
+			requireHit(t, hit, "waiter", f)
+		},
+	},
+	{
+		// Our release, with no one waiting: it may report an unknown
+		// outcome, never a loss; released again, the lock is free.
+		name: "release",
+		run: func(t *testing.T, ctx context.Context, e faultEnv, f fault) {
+			h, err := e.ours(t)(ctx)
+			require.NoError(t, err)
+			fctx, cancel := f.ctx(ctx)
+			defer cancel()
+			f.arm(e)
+			err = h.release(fctx)
+			e.d.Disarm()
+			if err != nil {
+				require.NotErrorIs(t, err, zklock.ErrLockLost, "release with a %v", f)
+				if err := h.Err(); err != nil {
+					require.ErrorIs(t, err, zklock.ErrReleased, "release with a %v", f)
+				}
+			}
+			releaseAll(t, ctx, h, f.String())
+			notStranded(t, ctx, e, f.String())
+			requireHit(t, f.hit(e), "release", f)
+		},
+	},
+	{
+		// Our release, with the rival waiting behind: the lock must pass
+		// to it.
+		name: "handoff",
+		run: func(t *testing.T, ctx context.Context, e faultEnv, f fault) {
+			h, err := e.ours(t)(ctx)
+			require.NoError(t, err)
+			got := startHolding(ctx, e.rival(t))
+			waitNodes(t, e.other, e.path, 2)
+			settling()
+			fctx, cancel := f.ctx(ctx)
+			defer cancel()
+			f.arm(e)
+			err = h.release(fctx)
+			e.d.Disarm()
+			if err != nil {
+				require.NotErrorIs(t, err, zklock.ErrLockLost, "release with a %v", f)
+			}
+			releaseAll(t, ctx, h, f.String())
+			next := awaitHolding(t, got, fmt.Sprintf("the waiter, after a release with a %v", f))
+			releaseAll(t, ctx, next, "the waiter")
+			requireHit(t, f.hit(e), "release", f)
+		},
+	},
+	{
+		// A leader proclaims (with a campaigner in line): the leadership
+		// must survive, and a Proclaim retried with a live ctx succeed.
+		name: "proclaim",
+		run: func(t *testing.T, ctx context.Context, e faultEnv, f fault) {
+			h, err := e.ours(t)(ctx)
+			require.NoError(t, err)
+			got := startHolding(ctx, e.rival(t))
+			waitNodes(t, e.other, e.path, 2)
+			fctx, cancel := f.ctx(ctx)
+			defer cancel()
+			f.arm(e)
+			err = h.lead.Proclaim(fctx, []byte("proclaimed"))
+			require.NotErrorIs(t, err, zklock.ErrNotLeader, "Proclaim with a %v", f)
+			f.settle(e) // the monitor's read comes after the write
+			hit := f.hit(e)
+			e.d.Disarm()
+			requireHeld(t, h, fmt.Sprintf("after a Proclaim with a %v", f))
+			require.NoError(t, h.lead.Proclaim(ctx, []byte("again")), "Proclaim after one with a %v", f)
+			el, err := zklock.NewElection(e.other, e.path)
+			require.NoError(t, err)
+			ld, err := el.Leader(ctx)
+			require.NoError(t, err)
+			require.Equal(t, h.Path(), ld.Path)
+			require.Equal(t, "again", string(ld.Value))
+			requireHeld(t, h, "after a Proclaim")
+			select {
+			case r := <-got:
+				t.Fatalf("the other campaigner returned while we lead (err: %v)", r.err)
+			default:
+			}
+			releaseAll(t, ctx, h, f.String())
+			next := awaitHolding(t, got, "the other campaigner")
+			releaseAll(t, ctx, next, "the other campaigner")
+			requireHit(t, hit, "Proclaim", f)
+		},
+	},
+}
+
+// use is a scenario run on a recipe, with the requests the operation sends
+// there: the Dropper faults aim at each of them.
+type use struct {
+	scenario string
+	ops      []int32
+}
+
+// recipeScenarios is the inventory: each recipe, the scenarios run on it,
+// and the requests each sends in the current design (internal/line joins
+// and waits, internal/owner's one goroutine per lease reads, writes and
+// releases). The release paths are one Lease's, so the RWMutex runs only
+// its acquires.
+//
+//   - A Mutex's or an RWMutex's acquire creates its node and lists the line
+//     in the same round trip (getChildren2); that listing's child watch
+//     stands in for a watch on its node, so an uncontended acquire reads
+//     nothing (no getData), and the first one makes the directory first
+//     (createContainer). Waiting, it watches the contender ahead with
+//     getData.
+//   - A Semaphore's acquire creates its node, then lists the line and reads
+//     the directory's number of permits (getData) in one round trip; the
+//     first one records that number (setData on the directory). Its lease's
+//     owner reads its node at once (getData).
+//   - An Election's Campaign creates and lists like a Mutex, and reads its
+//     own node (getData) to check its owner before it leads. It never
+//     writes the directory (no setData).
+//   - A release is a delete. A Mutex's, when no one joined or left the line
+//     since it listed it, is a plain delete (no multi); otherwise, and
+//     always for a Semaphore and an Election (their owners watch the node,
+//     not the directory), a multi that writes the release mark (setData)
+//     and deletes. A delete fault hits that multi too. "handoff" has a
+//     waiter behind, so its release is the multi.
+//   - Proclaim is the owner's setData; the owner then reads its node again
+//     (getData) when the write's data change fires its watch.
+var recipeScenarios = []struct {
+	r    recipe
+	uses []use
+}{
+	{mutexRecipe, []use{
+		{"acquire-first", []int32{zktest.OpCreateContainer, zktest.OpCreate, zktest.OpGetChildren2}},
+		{"acquire", []int32{zktest.OpCreate, zktest.OpGetChildren2}},
+		{"wait", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
+		{"release", []int32{zktest.OpDelete}},
+		{"handoff", []int32{zktest.OpDelete, zktest.OpSetData}},
+	}},
+	{rlockRecipe, []use{
+		{"acquire", []int32{zktest.OpCreate, zktest.OpGetChildren2}},
+		{"wait", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
+	}},
+	{wlockRecipe, []use{
+		{"acquire", []int32{zktest.OpCreate, zktest.OpGetChildren2}},
+		{"wait", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
+	}},
+	{semRecipe, []use{
+		{"acquire-first", []int32{zktest.OpCreateContainer, zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData, zktest.OpSetData}},
+		{"acquire", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
+		{"wait", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
+		{"release", []int32{zktest.OpDelete, zktest.OpMulti}},
+		{"handoff", []int32{zktest.OpDelete, zktest.OpSetData}},
+	}},
+	{electionRecipe, []use{
+		{"acquire-first", []int32{zktest.OpCreateContainer, zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
+		{"acquire", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
+		{"wait", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
+		{"release", []int32{zktest.OpDelete, zktest.OpMulti}},
+		{"handoff", []int32{zktest.OpDelete, zktest.OpSetData}},
+		{"proclaim", []int32{zktest.OpSetData, zktest.OpGetData}},
+	}},
+}
+
+func runFaults(t *testing.T, faults func(u use) []fault) {
+	srv := setup(t)
+	d := &zktest.Dropper{}
+	s := d.Connect(t, srv.Addrs())
+	other := connect(t, srv.Addrs())
+	for _, rs := range recipeScenarios {
+		for _, u := range rs.uses {
+			i := slices.IndexFunc(lockScenarios, func(sc scenario) bool { return sc.name == u.scenario })
+			require.GreaterOrEqual(t, i, 0, "no scenario %q", u.scenario)
+			sc := lockScenarios[i]
+			for _, f := range faults(u) {
+				t.Run(fmt.Sprintf("%s/%s/%v", rs.r.name, sc.name, f), func(t *testing.T) {
+					t.Cleanup(func() { d.Disarm() })
+					require.NoError(t, s.Err(), "the faulted session is over")
+					e := faultEnv{d: d, s: s, other: other, r: rs.r, path: lockPath(t, other)}
+					sc.run(t, bg(t), e, f)
+				})
+			}
+		}
+	}
+}
+
+// Fault (1): the connection drops right after each kind of request the
+// recipes send.
+func TestFaultDropZklock(t *testing.T) {
+	runFaults(t, func(u use) []fault {
+		var fs []fault
+		for _, op := range u.ops {
+			for _, mode := range []zktest.Mode{zktest.AfterWrite, zktest.LoseReply} {
+				fs = append(fs, dropFault{op: op, mode: mode, base: new(int)})
+			}
+		}
+		return fs
+	})
+}
+
+// Fault (2): the caller's ctx ends before, during or after each operation.
+func TestFaultCtxZklock(t *testing.T) {
+	runFaults(t, func(use) []fault {
+		var fs []fault
+		for _, end := range []time.Duration{0, 20 * time.Microsecond, 100 * time.Microsecond, time.Millisecond} {
+			fs = append(fs, ctxFault{end})
+		}
+		return fs
+	})
+}
