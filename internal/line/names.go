@@ -2,7 +2,6 @@ package line
 
 import (
 	"cmp"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,12 +47,13 @@ func (k Kind) family() Kind {
 //
 // The sequence suffix is a signed 32-bit counter ZooKeeper prints with
 // "%010d"; it wraps to negative numbers, which sort first, in every client.
-var nodeName = regexp.MustCompile(`(-lock-|__lock__|-write-|__WRIT__|-read-|__rlock__|__READ__|-sem-|-elect-|-take-)(-\d{9,10}|\d{10})$`)
-
-var kindOf = map[string]Kind{
-	"-lock-": Exclusive, "__lock__": Exclusive, "-write-": Exclusive, "__WRIT__": Exclusive,
-	"-read-": Shared, "__rlock__": Shared, "__READ__": Shared,
-	"-sem-": Permit, "-elect-": Candidate, "-take-": Consumer,
+var markers = []struct {
+	marker string
+	kind   Kind
+}{
+	{"-lock-", Exclusive}, {"__lock__", Exclusive}, {"-write-", Exclusive}, {"__WRIT__", Exclusive},
+	{"-read-", Shared}, {"__rlock__", Shared}, {"__READ__", Shared},
+	{"-sem-", Permit}, {"-elect-", Candidate}, {"-take-", Consumer},
 }
 
 // Node is one contender in a line.
@@ -67,17 +67,42 @@ type Node struct {
 // its release protocol (a release mark written as the node is deleted).
 func (n Node) Ours() bool { return strings.HasPrefix(n.Name, wire.NodePrefix) }
 
-// ParseName reads a contender's node name; false for anything else.
+// ParseName reads a contender's node name, "<anything><marker><seq>"
+// where seq is "%010d" of a signed 32-bit number; false for anything else.
+// It is on every listing's path, so it reads the name by hand: a regular
+// expression anchored at the end is tried at every offset.
 func ParseName(name string) (Node, bool) {
-	m := nodeName.FindStringSubmatch(name)
-	if m == nil {
+	i := len(name)
+	for i > 0 && name[i-1] >= '0' && name[i-1] <= '9' {
+		i--
+	}
+	digits := len(name) - i
+	// A negative number: a sign before 9 or 10 digits, after the marker.
+	if (digits == 9 || digits == 10) && i > 0 && name[i-1] == '-' {
+		if n, ok := node(name, i-1); ok {
+			return n, true
+		}
+	}
+	if digits < 10 {
 		return Node{}, false
 	}
-	seq, err := strconv.ParseInt(m[2], 10, 32)
-	if err != nil {
-		return Node{}, false
+	return node(name, len(name)-10)
+}
+
+// node reads name as a marker ending at name[:at] and a sequence number
+// from name[at:].
+func node(name string, at int) (Node, bool) {
+	for _, m := range markers {
+		if !strings.HasSuffix(name[:at], m.marker) {
+			continue
+		}
+		seq, err := strconv.ParseInt(name[at:], 10, 32)
+		if err != nil {
+			return Node{}, false
+		}
+		return Node{Name: name, Seq: int32(seq), Kind: m.kind}, true
 	}
-	return Node{Name: name, Seq: int32(seq), Kind: kindOf[m[1]]}, true
+	return Node{}, false
 }
 
 // Parse picks the contenders out of a directory listing and sorts them by

@@ -1,6 +1,7 @@
 package line
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -87,5 +88,15 @@ func TestParseOrdersAndRefusesOtherFamilies(t *testing.T) {
 	} {
 		_, foreign := Parse([]string{c.child}, c.kind)
 		assert.Equal(t, c.foreign, foreign != "", "%v in a line of kind %d", c.child, c.kind)
+	}
+}
+
+func BenchmarkParse(b *testing.B) {
+	var children []string
+	for i := range 32 {
+		children = append(children, fmt.Sprintf("_zkr_%032x-lock-%010d", i, i))
+	}
+	for b.Loop() {
+		Parse(children, Exclusive)
 	}
 }
