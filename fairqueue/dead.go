@@ -37,17 +37,21 @@ func parseDead(id string, raw []byte) (DeadLetter, error) {
 }
 
 // buryOps moves an item to dead/ in one multi: create the dead letter,
-// delete the item (version-checked), plus the given claim ops.
-func (q *Queue) buryOps(id, item string, version int32, attempts int, data []byte, claimOps ...any) []any {
-	return append(claimOps,
+// delete the item (version-checked) and its key, plus the given claim ops.
+func (q *Queue) buryOps(id, item, key string, version int32, attempts int, data []byte, claimOps ...any) []any {
+	ops := append(claimOps,
 		&zk.CreateRequest{Path: q.dead + "/" + id, Data: deadData(attempts, data), Acl: q.acl},
 		&zk.DeleteRequest{Path: item, Version: version})
+	if key != "" {
+		ops = append(ops, &zk.DeleteRequest{Path: q.keys + "/" + key, Version: -1})
+	}
+	return ops
 }
 
 // bury moves an unclaimed item to dead/, making the directory if needed.
-func (q *Queue) bury(ctx context.Context, id, item string, version int32, attempts int, data []byte, claimOps ...any) error {
+func (q *Queue) bury(ctx context.Context, id, item, key string, version int32, attempts int, data []byte, claimOps ...any) error {
 	for range maxDirTries {
-		ops := q.buryOps(id, item, version, attempts, data, claimOps...)
+		ops := q.buryOps(id, item, key, version, attempts, data, claimOps...)
 		res, err := znode.Do(ctx, func() ([]zk.MultiResponse, error) { return q.s.Conn().Multi(ops...) })
 		i, err := znode.MultiErr(res, err)
 		switch {
@@ -117,7 +121,7 @@ func (q *Queue) Requeue(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	_, err = q.put(ctx, d.Data, &zk.DeleteRequest{Path: p, Version: n.Stat.Version})
+	_, err = q.put(ctx, [][]byte{d.Data}, "", false, &zk.DeleteRequest{Path: p, Version: n.Stat.Version})
 	switch {
 	case errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion):
 		return fmt.Errorf("fairqueue: requeue: %w: %s (requeued by another client?)", ErrNoDeadLetter, id)

@@ -6,13 +6,17 @@
 //
 // Under the queue's path:
 //
-//	items/b0000000042/i-0000000007   an item (its data is the job's payload)
-//	claims/0000000042-0000000007     EPHEMERAL: the item is being worked on
-//	line/_zkr_<guid>-take-0000000003 EPHEMERAL|SEQUENCE: a waiting consumer
-//	dead/0000000042-0000000007       an item that was delivered too often
+//	items/b0000000042/i-0000000007        an item (its data is the job's payload)
+//	items/b0000000042/i-k.<key>.0000000008 an item put WithKey
+//	claims/0000000042-0000000007          EPHEMERAL: the item is being worked on
+//	held/0000000042-0000000007-<ms>       the item is held back until then (NackAfter)
+//	delayed/d-<ms>-<key>-0000000001       an item put WithDelay, until it is due
+//	keys/<key>                            the bucket of the item put with that key
+//	line/_zkr_<guid>-take-0000000003      EPHEMERAL|SEQUENCE: a waiting consumer
+//	dead/0000000042-0000000007            an item that was delivered too often
 //
-// The queue's path and items/, claims/, line/ and dead/ are container nodes:
-// the server removes them once they are empty again.
+// The queue's path and the directories under it are container nodes: the
+// server removes them once they are empty again.
 //
 // # Order
 //
@@ -30,12 +34,24 @@
 // buckets' directory and the oldest buckets are ever listed; a drained
 // bucket is deleted.
 //
-// # Fairness
+// # Taking
 //
-// Waiting consumers stand in a line, on the same engine as zklock's
-// recipes: each watches only the consumer ahead of it, and only the
-// consumer at the head of the line looks at the items, so a put wakes one
-// consumer.
+// A consumer looks at the queue (the claims, the line's size and the oldest
+// bucket, in one round trip) and claims the oldest item not claimed yet,
+// never another: so a consumer is never handed a lower id than it had
+// before, except an item that came back. When items wait for consumers,
+// every consumer takes at once, each the oldest it sees; two that race for
+// one item settle it with the claim's multi, and the loser takes the next.
+// A consumer that froze or died holds no one up.
+//
+// Fairness is for scarcity. A consumer that finds nothing stands in the
+// consumers' line, on the same engine as zklock's recipes: the first two in
+// line look at the items, the others each watch one or two nodes ahead, so
+// a put wakes two consumers, not all of them. Consumers in line, and those
+// that arrive while items are fewer than consumers waiting, leave each item
+// to those ahead of them for a grace of a few round trips, then take it
+// themselves: a frozen consumer at the head of the line delays the others
+// by that grace, not by a session timeout.
 //
 // # At least once
 //
@@ -45,7 +61,17 @@
 // deletes only the claim, so the item is back at its place in line. A
 // consumer whose session ends loses its claims, and its items are delivered
 // again. Items delivered WithMaxAttempts times move to dead/ (see
-// DeadLetters and Requeue).
+// DeadLetters and Requeue). NackAfter gives an item back but holds it until
+// a back-off has passed.
+//
+// # Retries, batches, delays
+//
+// PutMany puts a batch in one multi: all or nothing. A Put WithKey creates
+// keys/<key> in its multi, so a retry after ErrOutcomeUnknown finds the item
+// instead of making a second one; the key goes with the item's Ack. A Put
+// WithDelay waits in delayed/ and gets its place in line, and its id, when
+// it comes due: the first consumer to look then moves it to the end of the
+// queue.
 //
 // # Limits
 //

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/internal/owner"
 	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
@@ -30,15 +32,16 @@ type Job struct {
 	id      string
 	item    string // the item's path
 	claim   string // the claim's path
+	key     string // the producer's key (WithKey), or ""
 	data    []byte
 	version int32 // the item's data version after our claim: its delivery count
 }
 
-func newJob(q *Queue, id, item, claim string, data []byte, version int32) *Job {
+func newJob(q *Queue, id, item, claim, key string, data []byte, version int32) *Job {
 	// The owner sets its watch on the claim itself, off Take's path, so it
 	// costs Take no round trip.
 	o := owner.Start(owner.Config{Session: q.s, Path: claim, Lost: ErrClaimLost, Released: errSettled})
-	return &Job{q: q, o: o, id: id, item: item, claim: claim, data: data, version: version}
+	return &Job{q: q, o: o, id: id, item: item, claim: claim, key: key, data: data, version: version}
 }
 
 // ID is the item's id, "<bucket>-<sequence>". Ids sort in queue order and
@@ -56,18 +59,19 @@ func (j *Job) Attempt() int { return int(j.version) }
 // Ack or Nack.
 func (j *Job) Done() <-chan struct{} { return j.o.Lost() }
 
-// Ack removes the item for good, with its claim, in one multi. It returns an
+// Ack removes the item for good, with its claim (and its key), in one
+// multi. It returns an
 // error wrapping ErrClaimLost if the claim was lost (the item is then
 // delivered again). Once called, the ack goes on until it is applied or the
 // session is over, whatever becomes of ctx: if ctx ends first, Ack returns
 // an error wrapping ErrOutcomeUnknown and ctx's cause. Ack after Ack (or
 // Nack) returns nil.
 func (j *Job) Ack(ctx context.Context) error {
-	return j.settle(ctx, "ack", func(conn *zk.Conn) error {
-		return gone(znode.MultiErr(conn.Multi(
-			&zk.DeleteRequest{Path: j.item, Version: j.version},
-			&zk.DeleteRequest{Path: j.claim, Version: -1})))
-	})
+	ops := []any{&zk.DeleteRequest{Path: j.item, Version: j.version}, &zk.DeleteRequest{Path: j.claim, Version: -1}}
+	if j.key != "" {
+		ops = append(ops, &zk.DeleteRequest{Path: j.q.keys + "/" + j.key, Version: -1})
+	}
+	return j.settle(ctx, "ack", func(conn *zk.Conn) error { return gone(znode.MultiErr(conn.Multi(ops...))) })
 }
 
 // Nack gives the item back: it stays at its original place in line, ahead
@@ -88,11 +92,46 @@ func (j *Job) Nack(ctx context.Context) error {
 	})
 }
 
+// NackAfter gives the item back, as Nack does, but keeps it from every
+// consumer until d has passed (d > 0; measured by the clocks of the clients
+// that look: keep them in sync): back off before a retry. Its place in line
+// is kept, so when d has passed it comes before everything put after it. An
+// item that has had WithMaxAttempts deliveries moves to the dead-letter
+// area now, as with Nack. Errors as for Ack.
+func (j *Job) NackAfter(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("fairqueue: nack %s: %w: delay %v must be positive", j.id, zkrecipes.ErrInvalidArgument, d)
+	}
+	if j.q.maxAttempts > 0 && j.Attempt() >= j.q.maxAttempts {
+		return j.settle(ctx, "nack", j.bury)
+	}
+	hold := j.q.held + "/" + heldName(j.id, time.Now().Add(d))
+	return j.settle(ctx, "nack", func(conn *zk.Conn) error {
+		ops := []any{
+			&zk.CheckVersionRequest{Path: j.item, Version: j.version},
+			&zk.DeleteRequest{Path: j.claim, Version: -1},
+			&zk.CreateRequest{Path: hold, Data: []byte{}, Acl: j.q.acl},
+		}
+		for range maxDirTries {
+			i, err := znode.MultiErr(conn.Multi(ops...))
+			if i == 2 && errors.Is(err, zk.ErrNoNode) {
+				if _, err := conn.CreateContainer(j.q.held, nil, zk.FlagContainer, j.q.acl); err != nil &&
+					!errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, zk.ErrNoNode) {
+					return err
+				}
+				continue
+			}
+			return gone(i, err)
+		}
+		return fmt.Errorf("hold %s: %s keeps vanishing", j.id, j.q.held)
+	})
+}
+
 // bury moves the item to dead/ with the claim's delete, in one multi; a
 // missing dead/ (never made, or reaped since) is made and the multi sent
 // again.
 func (j *Job) bury(conn *zk.Conn) error {
-	ops := j.q.buryOps(j.id, j.item, j.version, j.Attempt(), j.data,
+	ops := j.q.buryOps(j.id, j.item, j.key, j.version, j.Attempt(), j.data,
 		&zk.DeleteRequest{Path: j.claim, Version: -1})
 	for range maxDirTries {
 		i, err := znode.MultiErr(conn.Multi(ops...))

@@ -4,16 +4,27 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/zkrecipes/zkrecipes"
 )
 
 // Node names. A bucket is "b" and its number, printed with ten digits so
-// names sort like numbers; an item is ZooKeeper's sequential "i-" name. An
-// item's id is "<bucket>-<seq>": fixed width, so ids sort in queue order.
+// names sort like numbers. An item is ZooKeeper's sequential "i-" name, with
+// the producer's key between, when it gave one: "i-0000000007" or
+// "i-k.<key>.0000000007". An item's id is "<bucket>-<seq>": fixed width, so
+// ids sort in queue order.
+//
+// A held item (Job.NackAfter) has a node "<id>-<not before>" in held/, and a
+// delayed one (WithDelay) waits in delayed/ as "d-<not before>-<key>-<seq>",
+// both with the time in Unix milliseconds, 13 digits: the name says when,
+// so that a listing is all a consumer reads to know.
 const (
 	bucketPrefix = "b"
 	itemPrefix   = "i-"
+	keyMark      = "k."
+	delayPrefix  = "d-"
 )
 
 func bucketName(n int64) string { return fmt.Sprintf("%s%010d", bucketPrefix, n) }
@@ -27,13 +38,28 @@ func parseBucket(name string) (int64, bool) {
 	return n, err == nil && n >= 0
 }
 
-// parseItem returns the sequence number of an item node.
-func parseItem(name string) (int64, bool) {
-	if !strings.HasPrefix(name, itemPrefix) {
-		return 0, false
+// itemBase is the name an item is created with, before its sequence number.
+func itemBase(key string) string {
+	if key == "" {
+		return itemPrefix
 	}
-	n, err := strconv.ParseInt(name[len(itemPrefix):], 10, 32)
-	return n, err == nil && n >= 0
+	return itemPrefix + keyMark + key + "."
+}
+
+// parseItem returns the sequence number and the key of an item node.
+func parseItem(name string) (seq int64, key string, ok bool) {
+	if !strings.HasPrefix(name, itemPrefix) || len(name) < len(itemPrefix)+10 {
+		return 0, "", false
+	}
+	rest, digits := name[len(itemPrefix):len(name)-10], name[len(name)-10:]
+	if rest != "" {
+		if !strings.HasPrefix(rest, keyMark) || !strings.HasSuffix(rest, ".") {
+			return 0, "", false
+		}
+		key = rest[len(keyMark) : len(rest)-1]
+	}
+	n, err := strconv.ParseInt(digits, 10, 32)
+	return n, key, err == nil && n >= 0
 }
 
 func itemID(bucket int64, seq int64) string { return fmt.Sprintf("%010d-%010d", bucket, seq) }
@@ -51,4 +77,70 @@ func parseID(id string) (bucket, seq int64, err error) {
 		return 0, 0, fmt.Errorf("%w: malformed job id %q", zkrecipes.ErrInvalidArgument, id)
 	}
 	return bucket, seq, nil
+}
+
+// maxKeyLen bounds a key, which lives in node names.
+const maxKeyLen = 200
+
+// checkKey says what is wrong with a producer's key, if anything: it goes
+// into node names, so it must be printable UTF-8 without '/' or '.'.
+func checkKey(key string) error {
+	bad := func(why string) error {
+		return fmt.Errorf("%w: key %q %s", zkrecipes.ErrInvalidArgument, key, why)
+	}
+	switch {
+	case key == "":
+		return bad("is empty")
+	case len(key) > maxKeyLen:
+		return bad(fmt.Sprintf("is longer than %d bytes", maxKeyLen))
+	case !utf8.ValidString(key):
+		return bad("is not UTF-8")
+	}
+	for _, r := range key {
+		if r < 0x20 || r == 0x7f || r == '/' || r == '.' || (r >= 0x80 && r <= 0x9f) || (r >= 0xd800 && r <= 0xf8ff) || r >= 0xfff0 {
+			return bad(fmt.Sprintf("holds %U, which a node name cannot (nor '/' or '.')", r))
+		}
+	}
+	return nil
+}
+
+// stamp prints a time as 13 digits of Unix milliseconds: names sort by it.
+func stamp(t time.Time) string { return fmt.Sprintf("%013d", t.UnixMilli()) }
+
+func parseStamp(s string) (time.Time, bool) {
+	if len(s) != 13 {
+		return time.Time{}, false
+	}
+	ms, err := strconv.ParseInt(s, 10, 64)
+	return time.UnixMilli(ms), err == nil
+}
+
+// heldName is a held item's node in held/.
+func heldName(id string, until time.Time) string { return id + "-" + stamp(until) }
+
+// parseHeld reads a held node's name: the item's id, and when it is free.
+func parseHeld(name string) (id string, until time.Time, ok bool) {
+	if len(name) != 21+1+13 {
+		return "", time.Time{}, false
+	}
+	until, ok = parseStamp(name[22:])
+	return name[:21], until, ok
+}
+
+// delayedBase is the name a delayed item is created with in delayed/.
+func delayedBase(due time.Time, key string) string {
+	return delayPrefix + stamp(due) + "-" + key + "-"
+}
+
+// parseDelayed reads a delayed node's name: when it is due, and its key.
+func parseDelayed(name string) (due time.Time, key string, ok bool) {
+	if !strings.HasPrefix(name, delayPrefix) || len(name) < len(delayPrefix)+13+2+10 {
+		return time.Time{}, "", false
+	}
+	rest := name[len(delayPrefix):]
+	due, ok = parseStamp(rest[:13])
+	if !ok || rest[13] != '-' || rest[len(rest)-11] != '-' {
+		return time.Time{}, "", false
+	}
+	return due, rest[14 : len(rest)-11], true
 }

@@ -7,6 +7,7 @@ import (
 	"path"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -38,37 +39,131 @@ type tail struct {
 // consumers (sealed or drained buckets).
 const maxPutTries = 50
 
+// MaxBatch is the most items one PutMany takes.
+const MaxBatch = 1000
+
+// PutOption changes one Put.
+type PutOption func(*putOptions)
+
+type putOptions struct {
+	key   string
+	delay time.Duration
+	errs  []error
+}
+
+// WithKey makes a Put safe to retry: while an item put with key is in the
+// queue (put and not yet acked or moved to the dead letters), another Put
+// with the same key adds nothing and returns that item's id. So a producer
+// whose Put returned ErrOutcomeUnknown puts again with the same key, and
+// never creates a second item. The key becomes part of node names: at most
+// 200 bytes of printable UTF-8, without '/' or '.'.
+func WithKey(key string) PutOption {
+	return func(o *putOptions) {
+		if err := checkKey(key); err != nil {
+			o.errs = append(o.errs, err)
+			return
+		}
+		o.key = key
+	}
+}
+
+// WithDelay keeps the item out of consumers' reach until d has passed (d >
+// 0), measured by the clocks of the clients that look: keep them in sync.
+// Until then it waits in delayed/ and Put returns the id of that entry,
+// "d-..."; when it is due, the first consumer to look moves it to the end
+// of the queue, where it gets its queue id (Job.ID), so that no consumer
+// ever sees ids go backwards.
+func WithDelay(d time.Duration) PutOption {
+	return func(o *putOptions) {
+		if d <= 0 {
+			o.errs = append(o.errs, fmt.Errorf("%w: delay %v must be positive", zkrecipes.ErrInvalidArgument, d))
+			return
+		}
+		o.delay = d
+	}
+}
+
 // Put appends data to the queue and returns the new item's id. Ids sort in
 // queue order, and are never reused while the queue holds anything (an item,
 // a claim, a waiting consumer or a dead letter).
 //
 // If the outcome is unknown (the connection dropped, ctx ended mid-call),
 // the error wraps ErrOutcomeUnknown: the item may have been added, and Put
-// does not retry on its own, so that nothing is duplicated silently.
-func (q *Queue) Put(ctx context.Context, data []byte) (string, error) {
+// does not retry on its own, so that nothing is duplicated silently. Put
+// with WithKey to make a retry safe.
+func (q *Queue) Put(ctx context.Context, data []byte, opts ...PutOption) (string, error) {
+	var o putOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if len(data) > zkrecipes.MaxDataSize {
-		return "", fmt.Errorf("fairqueue: put: %w: %d bytes, the limit is %d",
-			zkrecipes.ErrDataTooLarge, len(data), zkrecipes.MaxDataSize)
+		o.errs = append(o.errs, fmt.Errorf("%w: %d bytes, the limit is %d",
+			zkrecipes.ErrDataTooLarge, len(data), zkrecipes.MaxDataSize))
+	}
+	if err := errors.Join(o.errs...); err != nil {
+		return "", fmt.Errorf("fairqueue: put: %w", err)
 	}
 	if data == nil {
 		data = []byte{}
 	}
-	id, err := q.put(ctx, data)
+	var ids []string
+	var err error
+	if o.delay > 0 {
+		var id string
+		id, err = q.putDelayed(ctx, data, o.key, time.Now().Add(o.delay))
+		ids = []string{id}
+	} else {
+		ids, err = q.put(ctx, [][]byte{data}, o.key, false)
+	}
 	if err != nil {
 		return "", fmt.Errorf("fairqueue: put: %w", err)
 	}
-	return id, nil
+	return ids[0], nil
 }
 
-// put appends an item; extra ops (Requeue's delete of the dead letter) are
-// applied in the same multi.
-func (q *Queue) put(ctx context.Context, data []byte, extra ...any) (string, error) {
+// PutMany appends the items, in order, all or none, in one round trip
+// (ZooKeeper's multi), and returns their ids. At most MaxBatch items, and
+// at most zkrecipes.MaxDataSize bytes in all: one request carries them.
+// Errors as for Put.
+func (q *Queue) PutMany(ctx context.Context, items [][]byte) ([]string, error) {
+	total := 0
+	for _, d := range items {
+		total += len(d) + len(q.items) + 40 // the data, and the path and header of its create
+	}
+	switch {
+	case len(items) == 0:
+		return nil, fmt.Errorf("fairqueue: put many: %w: no items", zkrecipes.ErrInvalidArgument)
+	case len(items) > MaxBatch:
+		return nil, fmt.Errorf("fairqueue: put many: %w: %d items, the limit is %d", zkrecipes.ErrInvalidArgument, len(items), MaxBatch)
+	case total > zkrecipes.MaxDataSize:
+		return nil, fmt.Errorf("fairqueue: put many: %w: %d items take some %d bytes in one request, the limit is %d",
+			zkrecipes.ErrDataTooLarge, len(items), total, zkrecipes.MaxDataSize)
+	}
+	batch := make([][]byte, len(items))
+	for i, d := range items {
+		if d == nil {
+			d = []byte{}
+		}
+		batch[i] = d
+	}
+	ids, err := q.put(ctx, batch, "", false)
+	if err != nil {
+		return nil, fmt.Errorf("fairqueue: put many: %w", err)
+	}
+	return ids, nil
+}
+
+// put appends items to the newest bucket in one multi. With a key, the
+// multi also creates keys/<key> (or, when keyExists, moves it to the
+// bucket: a delayed item coming due); extra ops (Requeue's delete of the
+// dead letter, a promotion's delete of the delayed entry) ride along.
+func (q *Queue) put(ctx context.Context, items [][]byte, key string, keyExists bool, extra ...any) ([]string, error) {
 	if err := q.s.Err(); err != nil {
-		return "", err
+		return nil, err
 	}
 	for range maxPutTries {
 		if err := ctx.Err(); err != nil {
-			return "", context.Cause(ctx) // nothing sent
+			return nil, context.Cause(ctx) // nothing sent
 		}
 		q.tailMu.Lock()
 		t := q.tail
@@ -76,21 +171,20 @@ func (q *Queue) put(ctx context.Context, data []byte, extra ...any) (string, err
 		if !t.read {
 			// No idea yet: look at the buckets once.
 			if err := q.refreshTail(ctx); err != nil {
-				return "", err
+				return nil, err
 			}
 			q.tailMu.Lock()
 			t = q.tail
 			q.tailMu.Unlock()
 		}
-
 		if !t.known && t.markVersion < 0 {
 			// No queue directory to hold the high mark: make it (and
 			// items/, which this put fills at once), then read it.
 			if err := znode.EnsureDir(ctx, q.s, q.items, q.acl); err != nil {
-				return "", err
+				return nil, err
 			}
 			if err := q.refreshTail(ctx); err != nil {
-				return "", err
+				return nil, err
 			}
 			continue
 		}
@@ -99,37 +193,70 @@ func (q *Queue) put(ctx context.Context, data []byte, extra ...any) (string, err
 		if t.known {
 			ops = append(ops, &zk.CheckVersionRequest{Path: q.bucketPath(n), Version: 0})
 		} else {
-			// A new bucket is born with its first item, so no consumer ever
-			// sees it empty and deletes it under the producer, and with the
-			// high mark moved up, conditional on the mark we read.
+			// A new bucket is born with its first items, so no consumer
+			// ever sees it empty and deletes it under the producer, and with
+			// the high mark moved up, conditional on the mark we read.
 			n = t.hi + 1
 			ops = append(ops,
 				&zk.SetDataRequest{Path: q.dir, Data: []byte(strconv.FormatInt(n, 10)), Version: t.markVersion},
 				&zk.CreateRequest{Path: q.bucketPath(n), Data: []byte{}, Acl: q.acl})
 		}
-		item := len(ops)
-		ops = append(ops, &zk.CreateRequest{Path: q.bucketPath(n) + "/" + itemPrefix, Data: data, Acl: q.acl, Flags: zk.FlagSequence})
+		first := len(ops)
+		for _, d := range items {
+			ops = append(ops, &zk.CreateRequest{Path: q.bucketPath(n) + "/" + itemBase(key), Data: d, Acl: q.acl, Flags: zk.FlagSequence})
+		}
+		keyOp := -1
+		if key != "" {
+			keyOp = len(ops)
+			if keyExists {
+				ops = append(ops, &zk.SetDataRequest{Path: q.keys + "/" + key, Data: []byte(bucketName(n)), Version: -1})
+			} else {
+				ops = append(ops, &zk.CreateRequest{Path: q.keys + "/" + key, Data: []byte(bucketName(n)), Acl: q.acl})
+			}
+		}
+		after := len(ops)
 		ops = append(ops, extra...)
 
 		res, err := znode.Do(ctx, func() ([]zk.MultiResponse, error) { return q.s.Conn().Multi(ops...) })
 		i, err := znode.MultiErr(res, err)
 		switch {
 		case err == nil:
-			seq, ok := parseItem(path.Base(res[item].String))
-			if !ok {
-				return "", fmt.Errorf("server returned unexpected node %q", res[item].String)
+			ids := make([]string, len(items))
+			var seq int64
+			for j := range items {
+				var ok bool
+				if seq, _, ok = parseItem(path.Base(res[first+j].String)); !ok {
+					return nil, fmt.Errorf("server returned unexpected node %q", res[first+j].String)
+				}
+				ids[j] = itemID(n, seq)
 			}
 			q.setTail(n, true)
 			if seq >= int64(q.bucketSize)-1 {
 				q.seal(ctx, n)
 			}
-			return itemID(n, seq), nil
+			return ids, nil
 		case i < 0 && zkrecipes.IsAmbiguous(err):
-			return "", fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+			return nil, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 		case i < 0:
-			return "", err
-		case i > item:
-			return "", err // an extra op failed
+			return nil, err
+		case i >= after:
+			return nil, err // an extra op failed
+		case i == keyOp && errors.Is(err, zk.ErrNodeExists):
+			// Put with this key already, and not yet acked: that item.
+			id, err := q.keyed(ctx, key)
+			if err != nil {
+				return nil, err
+			}
+			if id == "" {
+				continue // acked meanwhile: put again
+			}
+			return []string{id}, nil
+		case i == keyOp && errors.Is(err, zk.ErrNoNode) && keyExists:
+			keyExists = false // gone, which only its item's removal does: make it again
+		case i == keyOp && errors.Is(err, zk.ErrNoNode):
+			if err := znode.EnsureDir(ctx, q.s, q.keys, q.acl); err != nil {
+				return nil, err
+			}
 		case t.known && i == 0 && errors.Is(err, zk.ErrBadVersion):
 			q.setTail(n, false) // sealed: go on in the next one
 		case t.known && i == 0 && errors.Is(err, zk.ErrNoNode),
@@ -137,7 +264,7 @@ func (q *Queue) put(ctx context.Context, data []byte, extra ...any) (string, err
 			// Drained and deleted by a consumer, or another producer made
 			// a newer bucket: learn the newest.
 			if err := q.refreshTail(ctx); err != nil {
-				return "", err
+				return nil, err
 			}
 		case !t.known && i == 1 && errors.Is(err, zk.ErrNodeExists):
 			q.setTail(n, true) // made already: put into it
@@ -146,17 +273,57 @@ func (q *Queue) put(ctx context.Context, data []byte, extra ...any) (string, err
 			// queue directory was reaped since we looked (i == 0).
 			if i == 1 {
 				if err := znode.EnsureDir(ctx, q.s, q.items, q.acl); err != nil {
-					return "", err
+					return nil, err
 				}
 			}
 			if err := q.refreshTail(ctx); err != nil {
-				return "", err
+				return nil, err
 			}
 		default:
-			return "", fmt.Errorf("put into %s: %w", q.bucketPath(n), err)
+			return nil, fmt.Errorf("put into %s: %w", q.bucketPath(n), err)
 		}
 	}
-	return "", fmt.Errorf("gave up after %d tries racing other clients", maxPutTries)
+	return nil, fmt.Errorf("gave up after %d tries racing other clients", maxPutTries)
+}
+
+// keyed finds the item put with key: keys/<key> names its bucket (or says
+// it is delayed), and its node's name holds the key. "" when there is none
+// any more.
+func (q *Queue) keyed(ctx context.Context, key string) (string, error) {
+	n, err := znode.Get(ctx, q.s, q.keys+"/"+key)
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	where := string(n.Data)
+	if where == "delayed" {
+		names, err := znode.Children(ctx, q.s, q.delayed)
+		if err != nil {
+			return "", err
+		}
+		for _, name := range names {
+			if _, k, ok := parseDelayed(name); ok && k == key {
+				return name, nil
+			}
+		}
+		return "", nil
+	}
+	b, ok := parseBucket(where)
+	if !ok {
+		return "", fmt.Errorf("%s/%s holds %q, not a bucket", q.keys, key, where)
+	}
+	names, err := znode.Children(ctx, q.s, q.bucketPath(b))
+	if err != nil {
+		return "", err
+	}
+	for _, name := range names {
+		if seq, k, ok := parseItem(name); ok && k == key {
+			return itemID(b, seq), nil
+		}
+	}
+	return "", nil
 }
 
 // setTail records bucket n as the one to put into (open) or as full.
@@ -179,7 +346,7 @@ func (q *Queue) refreshTail(ctx context.Context) error {
 		wg   sync.WaitGroup
 	)
 	wg.Go(func() { mark, merr = znode.Get(ctx, q.s, q.dir) })
-	bs, err := q.buckets(ctx)
+	bs, err := q.listBuckets(ctx)
 	wg.Wait()
 	hi, version := int64(-1), int32(-1) // no queue directory: nothing to check against
 	switch {

@@ -18,10 +18,13 @@ import (
 
 // Queue is a first-in, first-out job queue at one ZooKeeper path.
 //
-// Guarantees: items are taken oldest first (by id); consumers waiting in
-// Take are served in the order they began to wait; every item put is
-// delivered until it is acked or moved to the dead-letter area (at least
-// once: a consumer that dies mid-job causes a redelivery, so jobs should be
+// Guarantees: items are taken oldest first (by id), and no consumer (one
+// Queue's Takes) is ever handed a lower id than it had before, except when
+// an item comes back (Nack, a lost claim); when consumers wait for items,
+// they are served in the order they began to wait, and when items wait for
+// consumers, every consumer takes at once; every item put is delivered
+// until it is acked or moved to the dead-letter area (at least once: a
+// consumer that dies mid-job causes a redelivery, so jobs should be
 // idempotent). Not guaranteed: an order between items put concurrently by
 // different producers (each producer's own items keep their order), or
 // exactly-once processing.
@@ -37,12 +40,18 @@ type Queue struct {
 	maxAttempts int
 	bucketSize  int
 
-	items, claims, line, dead string
+	items, claims, line, dead, held, delayed, keys string
 
 	tailMu sync.Mutex
 	tail   tail
 
-	hint atomic.Int64 // 1 + the bucket of the last claim; 0 when none
+	// bucketsMu guards buckets, the bucket numbers of the last listing of
+	// items/, oldest first: consumers list items/ only when it runs out.
+	bucketsMu sync.Mutex
+	buckets   []int64
+	// rtt is a running mean of how long a look takes, in nanoseconds: the
+	// grace a waiting consumer gives those ahead of it is a few of them.
+	rtt atomic.Int64
 }
 
 // New returns the queue at path. It writes nothing: nodes are created by
@@ -72,13 +81,14 @@ func New(s *zkrecipes.Session, path string, opts ...Option) (*Queue, error) {
 		s: ss, log: ss.Log().With("queue", path), dir: path, acl: o.acl,
 		maxAttempts: o.maxAttempts, bucketSize: o.bucketSize,
 		items: path + "/items", claims: path + "/claims", line: path + "/line", dead: path + "/dead",
+		held: path + "/held", delayed: path + "/delayed", keys: path + "/keys",
 	}, nil
 }
 
 func (q *Queue) bucketPath(n int64) string { return q.items + "/" + bucketName(n) }
 
-// buckets lists the bucket numbers in order.
-func (q *Queue) buckets(ctx context.Context) ([]int64, error) {
+// listBuckets lists the bucket numbers in order.
+func (q *Queue) listBuckets(ctx context.Context) ([]int64, error) {
 	names, err := znode.Children(ctx, q.s, q.items)
 	if err != nil {
 		return nil, err
@@ -97,7 +107,7 @@ func (q *Queue) buckets(ctx context.Context) ([]int64, error) {
 // nor dead. It is a snapshot taken with one read per bucket, not an atomic
 // count: with puts and takes in flight it may be off by those.
 func (q *Queue) Len(ctx context.Context) (int, error) {
-	bs, err := q.buckets(ctx)
+	bs, err := q.listBuckets(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("fairqueue: len: %w", err)
 	}

@@ -44,6 +44,9 @@ type Entry struct {
 // Path is the full path of our node.
 func (e *Entry) Path() string { return e.path }
 
+// Name is our node's name in the directory.
+func (e *Entry) Name() string { return e.name }
+
 // Join creates our EPHEMERAL|SEQUENCE node at the end of the line, creating
 // the directory (and its ancestors) as container nodes when missing.
 //

@@ -1,6 +1,6 @@
 // Command consumer takes one job from a queue, prints its id and blocks
-// until killed: the child of the SIGKILL test. Environment: FQ_ADDRS,
-// FQ_PATH.
+// until killed: the child of the SIGKILL tests. Environment: FQ_ADDRS,
+// FQ_PATH, and FQ_TIMEOUT, the session timeout (default 2s).
 package main
 
 import (
@@ -16,7 +16,11 @@ import (
 
 func main() {
 	ctx := context.Background()
-	s, err := zkrecipes.Connect(ctx, strings.Split(os.Getenv("FQ_ADDRS"), ","), zkrecipes.WithSessionTimeout(2*time.Second))
+	timeout, err := time.ParseDuration(os.Getenv("FQ_TIMEOUT"))
+	if err != nil {
+		timeout = 2 * time.Second
+	}
+	s, err := zkrecipes.Connect(ctx, strings.Split(os.Getenv("FQ_ADDRS"), ","), zkrecipes.WithSessionTimeout(timeout))
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)

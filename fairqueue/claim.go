@@ -1,0 +1,156 @@
+package fairqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zkrecipes/zkrecipes/internal/session"
+	"github.com/zkrecipes/zkrecipes/internal/znode"
+)
+
+// claim tries to claim the item c: in one multi, an EPHEMERAL claim node and
+// a version-checked setData on the item, which counts the delivery in the
+// item's data version (Job.Attempt) and fails if another consumer claimed it
+// meanwhile; with them go the item's held/ node when it was held, and our
+// line node me when we stand in line (the hand-off to the next consumer
+// costs no round trip of its own). It returns nil, nil when the item is gone
+// or someone else's, or was moved to the dead-letter area.
+//
+// A claim sent may land whatever becomes of ctx: if ctx ends first, a
+// clean-up waits for the claim's outcome and, if it landed (or may have),
+// deletes the claim once the outcome is settled, so that the item is
+// delivered again rather than held by no one. A claim whose connection
+// dropped is looked for once the client has reconnected.
+func (q *Queue) claim(ctx context.Context, me string, c candidate) (*Job, error) {
+	id := c.id()
+	ip := q.bucketPath(c.bucket) + "/" + c.name
+	cp := q.claims + "/" + id
+	_, key, _ := parseItem(c.name)
+	n, err := znode.Get(ctx, q.s, ip)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", ip, err)
+	}
+	if q.maxAttempts > 0 && int(n.Stat.Version) >= q.maxAttempts {
+		// Delivered often enough: to the dead letters. Creating and
+		// deleting the claim in the same multi proves no one holds it.
+		ops := []any{&zk.CreateRequest{Path: cp, Data: []byte{}, Acl: q.acl, Flags: zk.FlagEphemeral},
+			&zk.DeleteRequest{Path: cp, Version: -1}}
+		if c.held != "" {
+			ops = append(ops, &zk.DeleteRequest{Path: q.held + "/" + c.held, Version: -1})
+		}
+		err := q.bury(ctx, id, ip, key, n.Stat.Version, int(n.Stat.Version), n.Data, ops...)
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
+			return nil, err
+		}
+		return nil, nil
+	}
+	for range maxDirTries {
+		ops := []any{
+			&zk.CreateRequest{Path: cp, Data: []byte{}, Acl: q.acl, Flags: zk.FlagEphemeral},
+			&zk.SetDataRequest{Path: ip, Data: n.Data, Version: n.Stat.Version},
+		}
+		heldOp, meOp := -1, -1
+		if c.held != "" {
+			heldOp = len(ops)
+			ops = append(ops, &zk.DeleteRequest{Path: q.held + "/" + c.held, Version: -1})
+		}
+		if me != "" {
+			meOp = len(ops)
+			ops = append(ops, &zk.DeleteRequest{Path: me, Version: -1})
+		}
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx) // nothing sent
+		}
+		res := make(chan opResult, 1)
+		go func() {
+			i, err := znode.MultiErr(q.s.Conn().Multi(ops...))
+			res <- opResult{i, err}
+		}()
+		var r opResult
+		select {
+		case r = <-res:
+		case <-ctx.Done():
+			q.s.Cleanup("abandoned claim "+cp, q.settleClaim(cp, res))
+			return nil, context.Cause(ctx)
+		}
+		newJob := func() *Job { return newJob(q, id, ip, cp, key, n.Data, n.Stat.Version+1) }
+		switch i, err := r.i, r.err; {
+		case err == nil:
+			return newJob(), nil
+		case meOp >= 0 && i == meOp:
+			return nil, fmt.Errorf("%w: %s: %w", errLineLost, me, err)
+		case i == 0 && errors.Is(err, zk.ErrNoNode):
+			if err := znode.EnsureDir(ctx, q.s, q.claims, q.acl); err != nil {
+				return nil, err
+			}
+		case i == 0 && errors.Is(err, zk.ErrNodeExists),
+			i == 1 && (errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion)),
+			heldOp >= 0 && i == heldOp && errors.Is(err, zk.ErrNoNode):
+			return nil, nil // someone else's now
+		case i < 0 && session.IsConnErr(err):
+			// The connection dropped: the claim may have landed, with all
+			// the rest of its multi. Its outcome is settled once the client
+			// has reconnected: look.
+			st, err := znode.Retry(ctx, q.s, func() (*zk.Stat, error) {
+				_, st, err := q.s.Conn().Exists(cp)
+				return st, err
+			})
+			switch {
+			case err != nil:
+				// Not found out (ctx ended, or the session): whatever the
+				// claim left, a clean-up finds.
+				q.s.Cleanup("ambiguous claim "+cp, q.deleteOwnClaim(cp))
+				return nil, err
+			case st != nil && st.EphemeralOwner == q.s.ID():
+				return newJob(), nil
+			}
+			return nil, nil // it did not land: look again
+		default:
+			return nil, fmt.Errorf("claim %s: %w", id, err)
+		}
+	}
+	return nil, fmt.Errorf("claim %s: claims directory keeps vanishing", id)
+}
+
+// opResult is the outcome of a multi: the failed op's index and its error.
+type opResult struct {
+	i   int
+	err error
+}
+
+// settleClaim is the clean-up of a claim abandoned mid-flight: it waits for
+// the claim's outcome, then deletes the claim if it landed or may have.
+func (q *Queue) settleClaim(cp string, res <-chan opResult) func() error {
+	var r *opResult
+	return func() error {
+		if r == nil {
+			got := <-res
+			r = &got
+		}
+		if r.i >= 0 || (r.err != nil && !session.IsConnErr(r.err)) {
+			return nil // refused: nothing was made
+		}
+		return q.deleteOwnClaim(cp)()
+	}
+}
+
+// deleteOwnClaim is a clean-up step: delete the claim at cp if it is ours.
+// A failed look is a failure (retried on connection errors), not a success.
+func (q *Queue) deleteOwnClaim(cp string) func() error {
+	return func() error {
+		_, st, err := q.s.Conn().Exists(cp)
+		switch {
+		case err != nil:
+			return err
+		case st == nil || st.EphemeralOwner != q.s.ID():
+			return nil
+		}
+		return q.s.DeleteStep(cp)()
+	}
+}

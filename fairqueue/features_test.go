@@ -1,0 +1,255 @@
+package fairqueue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/fairqueue"
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+// PutMany puts a batch in order, all or nothing, and the batch is taken in
+// that order.
+func TestPutMany(t *testing.T) {
+	srv := setup(t)
+	s := connect(t, srv.Addrs())
+	p := queuePath(t, srv.Addrs())
+	q := newQueue(t, s, p, fairqueue.WithBucketSize(4))
+	ctx := bg(t, 30*time.Second)
+
+	var batch [][]byte
+	for i := range 10 {
+		batch = append(batch, fmt.Appendf(nil, "job %d", i))
+	}
+	ids, err := q.PutMany(ctx, batch)
+	require.NoError(t, err)
+	require.Len(t, ids, 10)
+	require.True(t, sort.StringsAreSorted(ids), "ids in batch order: %v", ids)
+	more, err := q.PutMany(ctx, batch[:3])
+	require.NoError(t, err)
+	require.Greater(t, more[0], ids[9], "a later batch sorts after")
+	for i, id := range append(ids, more...) {
+		j, err := q.Take(ctx)
+		require.NoError(t, err)
+		require.Equal(t, id, j.ID())
+		require.Equal(t, batch[i%10], j.Data())
+		require.NoError(t, j.Ack(ctx))
+	}
+}
+
+func TestPutManyBadInput(t *testing.T) {
+	srv := setup(t)
+	s := connect(t, srv.Addrs())
+	p := queuePath(t, srv.Addrs())
+	q := newQueue(t, s, p)
+	ctx := bg(t, 30*time.Second)
+
+	_, err := q.PutMany(ctx, nil)
+	require.ErrorIs(t, err, zkrecipes.ErrInvalidArgument)
+	_, err = q.PutMany(ctx, make([][]byte, fairqueue.MaxBatch+1))
+	require.ErrorIs(t, err, zkrecipes.ErrInvalidArgument)
+	require.ErrorContains(t, err, fmt.Sprint(fairqueue.MaxBatch))
+	big := make([]byte, 300<<10)
+	_, err = q.PutMany(ctx, [][]byte{big, big, big, big})
+	require.ErrorIs(t, err, zkrecipes.ErrDataTooLarge)
+
+	// All or nothing: a batch the server refuses (here, one too large for
+	// the server's request limit once framed) leaves nothing behind.
+	n, err := q.Len(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "a refused batch wrote nothing")
+}
+
+// A producer that retries a Put with the same key, after an outcome it
+// could not know, creates no second item.
+func TestPutWithKeyIsSafeToRetry(t *testing.T) {
+	srv := setup(t)
+	var d zktest.Dropper
+	s := d.Connect(t, srv.Addrs())
+	p := queuePath(t, srv.Addrs())
+	q := newQueue(t, s, p)
+	ctx := bg(t, 30*time.Second)
+
+	// Warm up, so the next put is one multi.
+	first, err := q.Put(ctx, []byte("warm"), fairqueue.WithKey("warm"))
+	require.NoError(t, err)
+	again, err := q.Put(ctx, []byte("warm, again"), fairqueue.WithKey("warm"))
+	require.NoError(t, err)
+	require.Equal(t, first, again, "same key, same item")
+
+	d.Arm(zktest.Match{Op: zktest.OpMulti, Path: "/items/"}, zktest.LoseReply)
+	_, err = q.Put(ctx, []byte("order 42"), fairqueue.WithKey("order-42"))
+	require.ErrorIs(t, err, fairqueue.ErrOutcomeUnknown)
+	require.Equal(t, 1, d.Fired(), "the put's reply was lost")
+	id, err := q.Put(ctx, []byte("order 42"), fairqueue.WithKey("order-42"))
+	require.NoError(t, err, "the retry")
+
+	n, err := q.Len(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "the lost reply's put landed once, the retry added nothing")
+	got := map[string]string{}
+	for range 2 {
+		j, err := q.Take(ctx)
+		require.NoError(t, err)
+		got[j.ID()] = string(j.Data())
+		require.NoError(t, j.Ack(ctx))
+	}
+	require.Equal(t, map[string]string{first: "warm", id: "order 42"}, got)
+
+	// Once acked, the key is free again.
+	later, err := q.Put(ctx, []byte("order 42, a new one"), fairqueue.WithKey("order-42"))
+	require.NoError(t, err)
+	require.NotEqual(t, id, later)
+	j, err := q.Take(ctx)
+	require.NoError(t, err)
+	require.NoError(t, j.Ack(ctx))
+}
+
+func TestPutOptionsBadInput(t *testing.T) {
+	srv := setup(t)
+	s := connect(t, srv.Addrs())
+	p := queuePath(t, srv.Addrs())
+	q := newQueue(t, s, p)
+	ctx := bg(t, 30*time.Second)
+	for _, opt := range []fairqueue.PutOption{
+		fairqueue.WithKey(""),
+		fairqueue.WithKey("a/b"),
+		fairqueue.WithKey("a.b"),
+		fairqueue.WithKey("tab\there"),
+		fairqueue.WithKey(strings.Repeat("k", 201)),
+		fairqueue.WithDelay(0),
+		fairqueue.WithDelay(-time.Second),
+	} {
+		_, err := q.Put(ctx, []byte("x"), opt)
+		require.ErrorIs(t, err, zkrecipes.ErrInvalidArgument)
+	}
+	n, err := q.Len(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing written")
+}
+
+// A delayed item stays out of reach until due, then takes its place at the
+// end of the queue, with a queue id: no consumer sees ids go backwards.
+func TestPutWithDelay(t *testing.T) {
+	srv := setup(t)
+	s := connect(t, srv.Addrs())
+	p := queuePath(t, srv.Addrs())
+	q := newQueue(t, s, p)
+	ctx := bg(t, 30*time.Second)
+
+	const delay = 700 * time.Millisecond
+	put := time.Now()
+	did, err := q.Put(ctx, []byte("later"), fairqueue.WithDelay(delay), fairqueue.WithKey("later"))
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(did, "d-"), did)
+	again, err := q.Put(ctx, []byte("later"), fairqueue.WithDelay(delay), fairqueue.WithKey("later"))
+	require.NoError(t, err)
+	require.Equal(t, did, again, "same key, same delayed item")
+	now, err := q.Put(ctx, []byte("now"))
+	require.NoError(t, err)
+
+	j, err := q.Take(ctx)
+	require.NoError(t, err)
+	require.Equal(t, now, j.ID(), "the item put later but not delayed comes first")
+	require.NoError(t, j.Ack(ctx))
+
+	j, err = q.Take(ctx) // waits until the delayed one is due
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, time.Since(put), delay, "not before it was due")
+	require.Equal(t, "later", string(j.Data()))
+	require.Greater(t, j.ID(), now, "its queue id sorts after what was put before it came due")
+	require.Equal(t, 1, j.Attempt())
+	require.NoError(t, j.Ack(ctx))
+}
+
+// NackAfter keeps the item's place but not before the back-off has passed.
+func TestNackAfter(t *testing.T) {
+	srv := setup(t)
+	s := connect(t, srv.Addrs())
+	p := queuePath(t, srv.Addrs())
+	q := newQueue(t, s, p)
+	ctx := bg(t, 30*time.Second)
+
+	a, err := q.Put(ctx, []byte("a"))
+	require.NoError(t, err)
+	b, err := q.Put(ctx, []byte("b"))
+	require.NoError(t, err)
+	j, err := q.Take(ctx)
+	require.NoError(t, err)
+	require.Equal(t, a, j.ID())
+	require.ErrorIs(t, j.NackAfter(ctx, 0), zkrecipes.ErrInvalidArgument)
+	const backoff = 600 * time.Millisecond
+	nacked := time.Now()
+	require.NoError(t, j.NackAfter(ctx, backoff))
+	require.NoError(t, j.Ack(ctx), "settled: Ack after NackAfter is a no-op")
+
+	j, err = q.Take(ctx)
+	require.NoError(t, err)
+	require.Equal(t, b, j.ID(), "the held item is skipped while held")
+	require.NoError(t, j.Ack(ctx))
+
+	j, err = q.Take(ctx)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, time.Since(nacked), backoff)
+	require.Equal(t, a, j.ID(), "back in its place")
+	require.Equal(t, 2, j.Attempt())
+	require.NoError(t, j.Ack(ctx))
+	_, err = q.TryTake(ctx)
+	require.ErrorIs(t, err, fairqueue.ErrEmpty)
+}
+
+// While items are pending, a consumer frozen at the head of the line holds
+// up no other consumer: the others take at once, or after a grace of a few
+// round trips, never after the frozen session's timeout.
+func TestNoHeadOfLineStall(t *testing.T) {
+	srv := setup(t)
+	p := queuePath(t, srv.Addrs())
+	ctx := bg(t, 60*time.Second)
+	const frozenTimeout = 30 * time.Second // far longer than liveWait
+
+	var fz zktest.Freezer
+	fs := connect(t, srv.Addrs(), zkrecipes.WithDialer(fz.Dial), zkrecipes.WithSessionTimeout(frozenTimeout))
+	frozen := newQueue(t, fs, p)
+	others := connect(t, srv.Addrs())
+	q := newQueue(t, others, p)
+	producer := newQueue(t, connect(t, srv.Addrs()), p)
+
+	// The frozen consumer waits first, at the head of the line.
+	fctx, fcancel := context.WithCancel(ctx)
+	defer fcancel()
+	done := make(chan error, 1)
+	go func() {
+		j, err := frozen.Take(fctx)
+		if err == nil {
+			err = errors.New("the frozen consumer took " + j.ID())
+		}
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return len(names(t, others, p+"/line")) == 1 }, liveWait, 5*time.Millisecond)
+	fz.Freeze()
+
+	// One item, then many: the others get them all.
+	for round, n := range []int{1, 20} {
+		var batch [][]byte
+		for i := range n {
+			batch = append(batch, fmt.Appendf(nil, "%d-%d", round, i))
+		}
+		_, err := producer.PutMany(ctx, batch)
+		require.NoError(t, err)
+		for range n {
+			j := takeWithin(t, q, others, p, "an item while a frozen consumer heads the line")
+			require.NoError(t, j.Ack(ctx))
+		}
+	}
+	fcancel()
+	fz.Thaw()
+	require.Error(t, <-done)
+}
