@@ -1,11 +1,14 @@
 package zkrecipes
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zkrecipes/zkrecipes/internal/session"
 )
@@ -19,6 +22,9 @@ type options struct {
 	auth    []session.Auth
 	acl     []zk.ACL
 	dialer  zk.Dialer
+	tls     *tls.Config // see WithTLS
+	meters  metric.MeterProvider
+	tracers trace.TracerProvider
 	loss    float64 // session.LossFraction, but for tests of the expiry path
 	errs    []error
 }
@@ -80,5 +86,43 @@ func WithDialer(d zk.Dialer) Option {
 			return
 		}
 		o.dialer = d
+	}
+}
+
+// WithMeterProvider sets where the Session and the recipes on it record
+// their metrics (OpenTelemetry; default: otel.GetMeterProvider(), which
+// records nothing until the program installs an SDK). The instruments:
+//
+//	zkrecipes.session.ends              counter    reason: expired, lost, closed
+//	zkrecipes.session.reconnects        counter    (Supervise)
+//	zkrecipes.lock.wait.duration        histogram  recipe, outcome: acquired, canceled, error
+//	zkrecipes.lock.hold.duration        histogram  recipe
+//	zkrecipes.lock.losses               counter    recipe, reason: session, deleted, modified
+//	zkrecipes.queue.puts, .acks, .nacks, .redeliveries, .dead_letters  counters
+//	zkrecipes.queue.take.wait.duration  histogram  outcome
+//
+// recipe is mutex, rwmutex.read, rwmutex.write, semaphore or election;
+// durations are in seconds. No attribute carries a path or an item id.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(o *options) {
+		if mp == nil {
+			o.errs = append(o.errs, fmt.Errorf("zkrecipes: %w: nil MeterProvider", ErrInvalidArgument))
+			return
+		}
+		o.meters = mp
+	}
+}
+
+// WithTracerProvider sets where the recipes on the Session record their
+// spans (OpenTelemetry; default: otel.GetTracerProvider()): one around each
+// Lock, RLock, Acquire, Campaign and Take, with an event when it had to
+// wait in line.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) {
+		if tp == nil {
+			o.errs = append(o.errs, fmt.Errorf("zkrecipes: %w: nil TracerProvider", ErrInvalidArgument))
+			return
+		}
+		o.tracers = tp
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/zkrecipes/zkrecipes"
@@ -131,4 +132,76 @@ func TestSessionSurvivesServerRestart(t *testing.T) {
 	ok, _, err = other.Conn().Exists("/survivor")
 	require.NoError(t, err)
 	require.False(t, ok, "Close deletes the session's ephemeral nodes")
+}
+
+// Supervise around Election.Run, through a full ensemble restart: every
+// candidate's session is lost, Supervise makes new ones and Run campaigns
+// again, and afterwards exactly one candidate leads.
+func TestSuperviseElectionThroughEnsembleRestart(t *testing.T) {
+	setup(t)
+	cluster := zktest.StartCluster(t, 3)
+	path := fmt.Sprintf("/e2e/supervise-%d", time.Now().UnixNano())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	var mu sync.Mutex
+	leading := map[int]bool{}
+	sessions := map[int]map[int64]bool{}
+	var wg sync.WaitGroup
+	for i := range 2 {
+		sessions[i] = map[int64]bool{}
+		wg.Go(func() {
+			err := zkrecipes.Supervise(ctx, cluster.Addrs(), func(ctx context.Context, s *zkrecipes.Session) error {
+				mu.Lock()
+				sessions[i][s.ID()] = true
+				mu.Unlock()
+				el, err := zklock.NewElection(s, path)
+				if err != nil {
+					return err
+				}
+				return el.Run(ctx, nil, func(lctx context.Context) error {
+					mu.Lock()
+					leading[i] = true
+					mu.Unlock()
+					<-lctx.Done()
+					mu.Lock()
+					leading[i] = false
+					mu.Unlock()
+					return nil
+				})
+			}, zkrecipes.WithSessionTimeout(4*time.Second))
+			assert.ErrorIs(t, err, context.Canceled)
+		})
+	}
+	leaders := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, l := range leading {
+			if l {
+				n++
+			}
+		}
+		return n
+	}
+	require.Eventually(t, func() bool { return leaders() == 1 }, 30*time.Second, 20*time.Millisecond)
+
+	for i := range 3 {
+		cluster.Stop(i)
+	}
+	require.Eventually(t, func() bool { return leaders() == 0 }, 30*time.Second, 20*time.Millisecond,
+		"with the ensemble down, the leader is told its session is lost")
+	for i := range 3 {
+		cluster.Restart(i)
+	}
+	require.Eventually(t, func() bool { return leaders() == 1 }, 60*time.Second, 20*time.Millisecond)
+	time.Sleep(time.Second)
+	require.Equal(t, 1, leaders(), "still exactly one leader")
+	mu.Lock()
+	for i := range 2 {
+		require.GreaterOrEqual(t, len(sessions[i]), 2, "candidate %d was given a new session", i)
+	}
+	mu.Unlock()
+	cancel()
+	wg.Wait()
 }

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"go.opentelemetry.io/otel"
 
 	"github.com/zkrecipes/zkrecipes/internal/session"
+	"github.com/zkrecipes/zkrecipes/internal/telemetry"
 )
 
 // Session is one ZooKeeper session. It never outlives that session: once the
@@ -62,9 +64,16 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 			o.acl = zk.AuthACL(zk.PermAll)
 		}
 	}
+	if o.meters == nil {
+		o.meters = otel.GetMeterProvider()
+	}
+	if o.tracers == nil {
+		o.tracers = otel.GetTracerProvider()
+	}
 	s, err := session.Connect(ctx, session.Config{
 		Servers: servers, Timeout: o.timeout, Logger: o.logger,
-		Auth: o.auth, ACL: o.acl, Dialer: o.dialer, Loss: o.loss,
+		Auth: o.auth, ACL: o.acl, Dialer: o.dialer, Loss: o.loss, TLS: o.tls,
+		Telemetry: telemetry.New(o.meters, o.tracers),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("zkrecipes: %w", err)

@@ -79,7 +79,12 @@ func (q *Queue) claim(ctx context.Context, me string, c candidate) (*Job, error)
 			q.s.Cleanup("abandoned claim "+cp, q.settleClaim(cp, res))
 			return nil, context.Cause(ctx)
 		}
-		newJob := func() *Job { return newJob(q, id, ip, cp, key, n.Data, n.Stat.Version+1) }
+		newJob := func() *Job {
+			if n.Stat.Version > 0 {
+				q.s.Telemetry().Redelivered()
+			}
+			return newJob(q, id, ip, cp, key, n.Data, n.Stat.Version+1)
+		}
 		switch i, err := r.i, r.err; {
 		case err == nil:
 			return newJob(), nil

@@ -66,6 +66,7 @@ func (q *Queue) bury(ctx context.Context, id, item, key string, version int32, a
 			}
 			continue
 		case err == nil:
+			q.s.Telemetry().Buried()
 			q.log.Info("fairqueue: item moved to dead letters", "id", id, "attempts", attempts)
 			return nil
 		}

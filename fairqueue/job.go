@@ -71,7 +71,7 @@ func (j *Job) Ack(ctx context.Context) error {
 	if j.key != "" {
 		ops = append(ops, &zk.DeleteRequest{Path: j.q.keys + "/" + j.key, Version: -1})
 	}
-	return j.settle(ctx, "ack", func(conn *zk.Conn) error { return gone(znode.MultiErr(conn.Multi(ops...))) })
+	return j.settle(ctx, "ack", j.q.s.Telemetry().Acked, func(conn *zk.Conn) error { return gone(znode.MultiErr(conn.Multi(ops...))) })
 }
 
 // Nack gives the item back: it stays at its original place in line, ahead
@@ -81,11 +81,11 @@ func (j *Job) Ack(ctx context.Context) error {
 // for Ack.
 func (j *Job) Nack(ctx context.Context) error {
 	if j.q.maxAttempts > 0 && j.Attempt() >= j.q.maxAttempts {
-		return j.settle(ctx, "nack", j.bury)
+		return j.settle(ctx, "nack", j.q.s.Telemetry().Buried, j.bury)
 	}
 	// The version check fences: if the claim was lost and the item claimed
 	// again, its version moved on and we must not delete the new claim.
-	return j.settle(ctx, "nack", func(conn *zk.Conn) error {
+	return j.settle(ctx, "nack", j.q.s.Telemetry().Nacked, func(conn *zk.Conn) error {
 		return gone(znode.MultiErr(conn.Multi(
 			&zk.CheckVersionRequest{Path: j.item, Version: j.version},
 			&zk.DeleteRequest{Path: j.claim, Version: -1})))
@@ -103,10 +103,10 @@ func (j *Job) NackAfter(ctx context.Context, d time.Duration) error {
 		return fmt.Errorf("fairqueue: nack %s: %w: delay %v must be positive", j.id, zkrecipes.ErrInvalidArgument, d)
 	}
 	if j.q.maxAttempts > 0 && j.Attempt() >= j.q.maxAttempts {
-		return j.settle(ctx, "nack", j.bury)
+		return j.settle(ctx, "nack", j.q.s.Telemetry().Buried, j.bury)
 	}
 	hold := j.q.held + "/" + heldName(j.id, time.Now().Add(d))
-	return j.settle(ctx, "nack", func(conn *zk.Conn) error {
+	return j.settle(ctx, "nack", j.q.s.Telemetry().Nacked, func(conn *zk.Conn) error {
 		ops := []any{
 			&zk.CheckVersionRequest{Path: j.item, Version: j.version},
 			&zk.DeleteRequest{Path: j.claim, Version: -1},
@@ -164,8 +164,15 @@ func gone(_ int, err error) error {
 	return err
 }
 
-func (j *Job) settle(ctx context.Context, op string, fn func(*zk.Conn) error) error {
-	err := j.o.ReleaseWith(ctx, func(conn *zk.Conn, _ bool) error { return fn(conn) })
+// settle releases the claim with fn, counting it with count once applied.
+func (j *Job) settle(ctx context.Context, op string, count func(), fn func(*zk.Conn) error) error {
+	err := j.o.ReleaseWith(ctx, func(conn *zk.Conn, _ bool) error {
+		err := fn(conn)
+		if err == nil {
+			count()
+		}
+		return err
+	})
 	switch {
 	case err == nil:
 		return nil

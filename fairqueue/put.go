@@ -231,6 +231,7 @@ func (q *Queue) put(ctx context.Context, items [][]byte, key string, keyExists b
 				ids[j] = itemID(n, seq)
 			}
 			q.setTail(n, true)
+			q.s.Telemetry().Put(len(items))
 			if seq >= int64(q.bucketSize)-1 {
 				q.seal(ctx, n)
 			}

@@ -26,7 +26,9 @@ import (
 // Take returns when ctx ends or the session is over, leaving the line
 // without taking anything; it rides out disconnects the session survives.
 func (q *Queue) Take(ctx context.Context) (*Job, error) {
+	ctx, w := q.s.Telemetry().StartWait(ctx, "fairqueue.Queue.Take", "")
 	j, err := q.take(ctx, true)
+	w.End(ctx, err)
 	if err != nil {
 		return nil, fmt.Errorf("fairqueue: take: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/internal/line"
 	"github.com/zkrecipes/zkrecipes/internal/session"
+	"github.com/zkrecipes/zkrecipes/internal/telemetry"
 )
 
 // Election is leader election: ZooKeeper's recipe, in the shape of etcd's
@@ -90,6 +91,7 @@ func (el *Election) Campaign(ctx context.Context, value []byte) (*Leadership, er
 		Dir: el.dir, Kind: line.Candidate, Marker: "-elect-", Data: value, ACL: el.acl, Rule: leader,
 		ListWithCreate: true, VerifyOwner: true,
 		Busy: ErrLocked, Lost: ErrLockLost, Mixed: ErrPathInUse,
+		Recipe: telemetry.Election, Span: "zklock.Election.Campaign",
 	}, true)
 	if err != nil {
 		return nil, fmt.Errorf("zklock: campaign %s: %w", el.dir, err)

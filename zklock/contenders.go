@@ -51,10 +51,11 @@ func contenders(ctx context.Context, s *session.Session, dir string, kind line.K
 }
 
 // lockSpec is the line of one of the lock recipes.
-func (o options) lockSpec(kind line.Kind, marker string, rule line.Rule) *line.Spec {
+func (o options) lockSpec(kind line.Kind, marker string, rule line.Rule, recipe, span string) *line.Spec {
 	return &line.Spec{
 		Dir: o.dir, Kind: kind, Marker: marker, Data: o.data, ACL: o.acl, Rule: rule,
 		ListWithCreate: true,
 		Busy:           ErrLocked, Lost: ErrLockLost, Mixed: ErrPathInUse,
+		Recipe: recipe, Span: span,
 	}
 }

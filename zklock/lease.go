@@ -44,7 +44,7 @@ type Lease struct {
 func newLease(s *session.Session, h *line.Held) *Lease {
 	o := owner.Start(owner.Config{
 		Session: s, Path: h.Path, DirEv: h.DirEv, Own: h.Own,
-		Lost: ErrLockLost, Released: ErrReleased, Release: releaseNode(h.Path),
+		Lost: ErrLockLost, Released: ErrReleased, Release: releaseNode(h.Path), Recipe: h.Recipe,
 	})
 	return &Lease{o: o, path: h.Path, token: h.Token}
 }

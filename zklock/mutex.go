@@ -7,6 +7,7 @@ import (
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/internal/line"
 	"github.com/zkrecipes/zkrecipes/internal/session"
+	"github.com/zkrecipes/zkrecipes/internal/telemetry"
 )
 
 // Mutex is a fair distributed mutex: ZooKeeper's lock recipe. Contenders
@@ -40,7 +41,7 @@ func NewMutex(s *zkrecipes.Session, path string, opts ...Option) (*Mutex, error)
 	if err != nil {
 		return nil, err
 	}
-	return &Mutex{s: o.s, dir: path, spec: o.lockSpec(line.Exclusive, "-lock-", exclusive)}, nil
+	return &Mutex{s: o.s, dir: path, spec: o.lockSpec(line.Exclusive, "-lock-", exclusive, telemetry.Mutex, "zklock.Mutex.Lock")}, nil
 }
 
 // exclusive is the rule of a Mutex, and of an RWMutex's writer: hold when

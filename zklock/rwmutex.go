@@ -7,6 +7,7 @@ import (
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/internal/line"
 	"github.com/zkrecipes/zkrecipes/internal/session"
+	"github.com/zkrecipes/zkrecipes/internal/telemetry"
 )
 
 // RWMutex is a fair distributed read/write lock: ZooKeeper's shared-lock
@@ -41,8 +42,8 @@ func NewRWMutex(s *zkrecipes.Session, path string, opts ...Option) (*RWMutex, er
 		return nil, err
 	}
 	return &RWMutex{s: o.s, dir: path,
-		reader: o.lockSpec(line.Shared, "-read-", shared),
-		writer: o.lockSpec(line.Exclusive, "-write-", exclusive),
+		reader: o.lockSpec(line.Shared, "-read-", shared, telemetry.RWRead, "zklock.RWMutex.RLock"),
+		writer: o.lockSpec(line.Exclusive, "-write-", exclusive, telemetry.RWWrite, "zklock.RWMutex.Lock"),
 	}, nil
 }
 

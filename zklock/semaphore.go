@@ -13,6 +13,7 @@ import (
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/internal/line"
 	"github.com/zkrecipes/zkrecipes/internal/session"
+	"github.com/zkrecipes/zkrecipes/internal/telemetry"
 	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
@@ -62,15 +63,17 @@ func NewSemaphore(s *zkrecipes.Session, path string, permits int, opts ...Option
 	if permits < 1 {
 		return nil, fmt.Errorf("zklock: %w: semaphore %s needs at least 1 permit, got %d", zkrecipes.ErrInvalidArgument, path, permits)
 	}
-	return &Semaphore{s: o.s, dir: path, permits: permits, data: o.data,
-		// No listing with the create: it is taken in the next round trip,
-		// with the read of the number of permits, which must come after the
-		// create to be about the directory our node is in.
-		spec: &line.Spec{
-			Dir: path, Kind: line.Permit, Marker: "-sem-", Data: o.data, ACL: o.acl, Rule: permitRule(permits),
-			Busy: ErrNoPermit, Lost: ErrLockLost, Mixed: ErrPathInUse,
-		},
-	}, nil
+	sm := &Semaphore{s: o.s, dir: path, permits: permits, data: o.data}
+	// No listing with the create: it is taken in the next round trip, with
+	// the read of the number of permits, which must come after the create
+	// to be about the directory our node is in.
+	sm.spec = &line.Spec{
+		Dir: path, Kind: line.Permit, Marker: "-sem-", Data: o.data, ACL: o.acl, Rule: permitRule(permits),
+		Busy: ErrNoPermit, Lost: ErrLockLost, Mixed: ErrPathInUse,
+		Prepare: sm.prepare,
+		Recipe:  telemetry.Semaphore, Span: "zklock.Semaphore.Acquire",
+	}
+	return sm, nil
 }
 
 // permitRule is the semaphore's rule: the first n hold; the first waiter
@@ -117,13 +120,8 @@ func (sm *Semaphore) Contenders(ctx context.Context) ([]Contender, error) {
 }
 
 func (sm *Semaphore) acquire(ctx context.Context, wait bool) (*Lease, error) {
-	e, err := line.Join(ctx, sm.s, sm.spec)
+	h, err := line.Acquire(ctx, sm.s, sm.spec, wait)
 	if err != nil {
-		return nil, fmt.Errorf("zklock: acquire %s: %w", sm.dir, err)
-	}
-	h, err := sm.await(ctx, e, wait)
-	if err != nil {
-		e.Leave()
 		return nil, fmt.Errorf("zklock: acquire %s: %w", sm.dir, err)
 	}
 	l := newLease(sm.s, h)
@@ -142,13 +140,15 @@ func (sm *Semaphore) acquire(ctx context.Context, wait bool) (*Lease, error) {
 	return l, nil
 }
 
-func (sm *Semaphore) await(ctx context.Context, e *line.Entry, wait bool) (*line.Held, error) {
+// prepare checks the number of permits and gives the wait its first
+// listing, both read in one round trip after our create.
+func (sm *Semaphore) prepare(ctx context.Context, e *line.Entry) error {
 	children, err := sm.checkPermits(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	e.UseListing(children)
-	return e.Wait(ctx, wait)
+	return nil
 }
 
 // checkPermits lists the directory and, in the same round trip, checks the

@@ -47,6 +47,14 @@ type Spec struct {
 	// not, Lost when our node or our session is gone, Mixed when the
 	// directory holds another kind of recipe's contenders.
 	Busy, Lost, Mixed error
+
+	// Prepare, when set, runs between Join and Wait (a Semaphore checks
+	// its number of permits there, and gives Wait its first listing).
+	Prepare func(ctx context.Context, e *Entry) error
+
+	// Recipe and Span name the recipe and the operation for telemetry
+	// (telemetry.Mutex, "zklock.Mutex.Lock").
+	Recipe, Span string
 }
 
 // Held is a contender that holds: what the owner of its lease starts with.
@@ -60,19 +68,31 @@ type Held struct {
 	DirEv <-chan zk.Event
 	// Own is the getData watch on our node, when set.
 	Own *znode.Watch
+	// Recipe is the Spec's, for the lease's telemetry.
+	Recipe string
 }
 
 // Acquire joins the line and waits until the rule says we hold (wait), or
 // only looks once (!wait: Busy if we would have to wait). On every error our
 // node is deleted before Acquire returns (or, if the server cannot be
 // reached, as soon as it can be while the session lives).
-func Acquire(ctx context.Context, s *session.Session, spec *Spec, wait bool) (*Held, error) {
+//
+// The wait is timed and traced (Spec.Recipe, Spec.Span): every recipe on
+// the engine reports its waits the same way.
+func Acquire(ctx context.Context, s *session.Session, spec *Spec, wait bool) (h *Held, err error) {
+	ctx, w := s.Telemetry().StartWait(ctx, spec.Span, spec.Recipe)
+	defer func() { w.End(ctx, err) }()
 	e, err := Join(ctx, s, spec)
 	if err != nil {
 		return nil, err
 	}
-	h, err := e.Wait(ctx, wait)
-	if err != nil {
+	if spec.Prepare != nil {
+		if err := spec.Prepare(ctx, e); err != nil {
+			e.Leave()
+			return nil, err
+		}
+	}
+	if h, err = e.Wait(ctx, wait); err != nil {
 		e.Leave()
 		return nil, err
 	}

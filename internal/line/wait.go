@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zkrecipes/zkrecipes/internal/telemetry"
 	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
@@ -33,7 +34,7 @@ import (
 // across reconnects, and reads are asked again.
 func (e *Entry) Wait(ctx context.Context, wait bool) (*Held, error) {
 	var seen written
-	for {
+	for waited := false; ; waited = true {
 		children, err := e.list(ctx)
 		if err != nil {
 			return nil, e.fail(ctx, err)
@@ -52,6 +53,9 @@ func (e *Entry) Wait(ctx context.Context, wait bool) (*Held, error) {
 		}
 		if !wait {
 			return nil, fmt.Errorf("%w: %d ahead, first %s", e.spec.Busy, me, line[0].Name)
+		}
+		if !waited {
+			telemetry.Waiting(ctx, me)
 		}
 
 		ws, err := e.watch(ctx, line, d.Watch)
@@ -281,7 +285,7 @@ func (e *Entry) hold(ctx context.Context, behind bool) (*Held, error) {
 	if e.s.Err() != nil {
 		return nil, e.sessionOver()
 	}
-	return &Held{Path: e.path, Token: token, Behind: behind, DirEv: e.dirEv, Own: e.own}, nil
+	return &Held{Path: e.path, Token: token, Behind: behind, DirEv: e.dirEv, Own: e.own, Recipe: e.spec.Recipe}, nil
 }
 
 func (e *Entry) vanished() error {

@@ -28,7 +28,15 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zkrecipes/internal/session"
+	"github.com/zkrecipes/zkrecipes/internal/telemetry"
 	"github.com/zkrecipes/zkrecipes/internal/znode"
+)
+
+// The losses other than the session's end, for errors.Is (telemetry tells
+// them apart).
+var (
+	errDeleted  = errors.New("our node was deleted by another client")
+	errModified = errors.New("our node was modified by another client")
 )
 
 // ErrGone is what a ReleaseFunc returns when what it releases was gone
@@ -58,6 +66,9 @@ type Config struct {
 	Lost, Released error
 	// Release is how the node is released by default (Owner.Release).
 	Release ReleaseFunc
+	// Recipe names the recipe for telemetry (hold time, losses); "" for
+	// none.
+	Recipe string
 }
 
 // Owner is the one goroutine that owns a held node's state.
@@ -72,6 +83,7 @@ type Owner struct {
 	lost   chan struct{} // closed when lost
 	reqs   chan *request
 
+	hold    *telemetry.Hold
 	version atomic.Int32 // the node's data version, as the holder left it
 	mu      sync.Mutex
 	err     error // nil while held
@@ -107,6 +119,7 @@ func Start(cfg Config) *Owner {
 		s: cfg.Session, path: cfg.Path, lostErr: cfg.Lost, released: cfg.Released,
 		ctx: ctx, cancel: cancel, lost: make(chan struct{}), reqs: make(chan *request),
 		defRelease: cfg.Release, dirEv: cfg.DirEv,
+		hold: cfg.Session.Telemetry().StartHold(cfg.Recipe),
 	}
 	switch {
 	case cfg.Own != nil:
@@ -266,7 +279,7 @@ func (o *Owner) doRelease() <-chan struct{} {
 		// An earlier try, whose answer we never had, landed.
 		o.end(o.released)
 	case errors.Is(err, ErrGone):
-		o.end(o.lossf("our node was deleted by another client"))
+		o.end(o.lossf("%w", errDeleted))
 	case session.IsConnErr(err):
 		rel.sent = true
 		rel.try++
@@ -313,7 +326,7 @@ func (o *Owner) doWrite() <-chan struct{} {
 	case errors.Is(err, zk.ErrBadVersion):
 		o.end(o.modified())
 	case errors.Is(err, zk.ErrNoNode):
-		o.end(o.lossf("our node was deleted by another client"))
+		o.end(o.lossf("%w", errDeleted))
 	case o.s.Err() != nil:
 		o.end(o.lossf("%w", o.s.Err()))
 	default:
@@ -339,7 +352,7 @@ func (o *Owner) doLook() <-chan struct{} {
 		o.lookTry++
 		return o.pause(&o.lookTry)
 	default:
-		o.end(o.lossf("read our node: %w", err))
+		o.end(o.lossf("%w: read it: %w", errDeleted, err))
 	}
 	return nil
 }
@@ -382,7 +395,7 @@ func (o *Owner) gone() {
 		o.look = false
 		return
 	}
-	o.end(o.lossf("our node was deleted by another client"))
+	o.end(o.lossf("%w", errDeleted))
 }
 
 // modified is the loss of a node written by a stranger. The node is still
@@ -390,7 +403,7 @@ func (o *Owner) gone() {
 // waits behind a holder that knows it lost.
 func (o *Owner) modified() error {
 	o.s.Cleanup("delete modified "+o.path, o.s.DeleteStep(o.path))
-	return o.lossf("our node was modified by another client")
+	return o.lossf("%w", errModified)
 }
 
 // sessionOver waits for the session to be over: the client drops watches
@@ -412,9 +425,19 @@ func (o *Owner) end(why error) {
 		return
 	}
 	o.err = why
+	reason := ""
 	if !errors.Is(why, o.released) {
 		close(o.lost)
+		switch {
+		case errors.Is(why, errModified):
+			reason = "modified"
+		case errors.Is(why, errDeleted):
+			reason = "deleted"
+		default:
+			reason = "session"
+		}
 	}
+	o.hold.End(reason)
 	o.cancel(why)
 }
 

@@ -6,6 +6,7 @@ package session
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zkrecipes/zkrecipes/internal/telemetry"
 	"github.com/zkrecipes/zkrecipes/internal/wire"
 )
 
@@ -48,6 +50,12 @@ type Config struct {
 	ACL     []zk.ACL
 	Dialer  zk.Dialer
 	Loss    float64 // LossFraction, but for tests of the expiry path
+	// TLS, when set, makes every connection a TLS client over Dialer (see
+	// tlsTransport); nil: plaintext.
+	TLS *tls.Config
+	// Telemetry records what the session and its recipes do; nil records
+	// nothing.
+	Telemetry *telemetry.T
 }
 
 // Session is one ZooKeeper session; see the root package's Session for its
@@ -59,6 +67,7 @@ type Session struct {
 	log  *slog.Logger
 	acl  []zk.ACL
 	tr   *wire.Transport
+	tel  *telemetry.T
 
 	done     chan struct{}
 	mu       sync.Mutex
@@ -75,6 +84,7 @@ type Session struct {
 func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	s := &Session{
 		loss:     cfg.Loss,
+		tel:      cfg.Telemetry,
 		log:      cfg.Logger,
 		acl:      cfg.ACL,
 		done:     make(chan struct{}),
@@ -82,8 +92,16 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		closeReq: make(chan struct{}),
 	}
 	s.tr = wire.New(s.signal, max(time.Second, cfg.Timeout/3))
+	dial, hosts := cfg.Dialer, zk.WithHostProvider(zk.NewDNSHostProvider())
+	var tt *tlsTransport // nil without TLS
+	if cfg.TLS != nil {
+		// Under the wire watcher, which must see the plaintext protocol.
+		tt = newTLSTransport(cfg.Dialer, cfg.TLS, s.signal)
+		dial, hosts = tt.dial, zk.WithHostProvider(tt)
+	}
 	conn, _, err := zk.Connect(cfg.Servers, cfg.Timeout,
-		zk.WithDialer(s.tr.Dialer(cfg.Dialer)),
+		zk.WithDialer(s.tr.Dialer(dial)),
+		hosts,
 		zk.WithEventCallback(s.onEvent),
 		zk.WithLogger(zkLogger{cfg.Logger}),
 		zk.WithLogInfo(false),
@@ -98,9 +116,15 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	for s.tr.SessionID() == 0 || conn.State() != zk.StateHasSession {
 		select {
 		case <-s.kick:
+			// Every server failed TLS in a way no redial cures: say so now
+			// rather than when ctx ends.
+			if err := tt.refusal(); err != nil {
+				conn.Close()
+				return nil, fmt.Errorf("connect to %s: %w", strings.Join(cfg.Servers, ","), err)
+			}
 		case <-ctx.Done():
 			conn.Close()
-			return nil, fmt.Errorf("connect to %s: %w", strings.Join(cfg.Servers, ","), context.Cause(ctx))
+			return nil, fmt.Errorf("connect to %s: %w%s", strings.Join(cfg.Servers, ","), context.Cause(ctx), tt.lastFailure())
 		}
 	}
 	s.id = s.tr.SessionID()
@@ -137,6 +161,9 @@ func (s *Session) Timeout() time.Duration { return s.tr.Timeout() }
 
 // ACL is the ACL recipes use for the nodes they create on this session.
 func (s *Session) ACL() []zk.ACL { return append([]zk.ACL(nil), s.acl...) }
+
+// Telemetry is where the session's recipes record what they do.
+func (s *Session) Telemetry() *telemetry.T { return s.tel }
 
 // Log is where the session and its recipes log.
 func (s *Session) Log() *slog.Logger { return s.log }
@@ -235,6 +262,14 @@ func (s *Session) finish(why error) {
 	s.err = why
 	s.mu.Unlock()
 	close(s.done)
+	switch {
+	case errors.Is(why, ErrClosed):
+		s.tel.SessionEnded("closed")
+	case errors.Is(why, ErrLost):
+		s.tel.SessionEnded("lost")
+	default:
+		s.tel.SessionEnded("expired")
+	}
 	if errors.Is(why, ErrClosed) {
 		s.log.Debug("session closed")
 	} else {

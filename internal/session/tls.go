@@ -1,0 +1,257 @@
+package session
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// lookupTimeout bounds the name lookups of hostProvider.Init, as
+// go-zookeeper's DNSHostProvider does.
+const lookupTimeout = 3 * time.Second
+
+// tlsTransport is the TLS layer of a Session, under the wire watcher (which
+// must see the plaintext protocol). It is also go-zookeeper's HostProvider,
+// so that it knows the name each resolved address was given by.
+//
+// go-zookeeper redials forever whatever the failure. A failure that no redial
+// can cure (the server's certificate is not trusted, the server refused
+// ours, the two sides share no protocol) is recorded per address, and once
+// the latest attempt at every address failed so, Connect gives up with it
+// (see refusal) instead of waiting for its context to end.
+type tlsTransport struct {
+	base   zk.Dialer
+	cfg    *tls.Config
+	notify func() // wakes Connect; never blocks
+
+	mu      sync.Mutex
+	addrs   []string          // resolved "ip:port", shuffled
+	names   map[string]string // resolved address -> host as given
+	curr    int
+	last    int
+	refused map[string]error // address -> failure of its latest attempt, when no redial can cure it
+	lastRef error            // latest such failure
+	lastErr error            // latest failure of any kind
+}
+
+func newTLSTransport(base zk.Dialer, cfg *tls.Config, notify func()) *tlsTransport {
+	return &tlsTransport{base: base, cfg: cfg, notify: notify,
+		names: make(map[string]string), refused: make(map[string]error)}
+}
+
+// Init resolves the servers like go-zookeeper's DNSHostProvider and
+// remembers the host name each address came from.
+func (t *tlsTransport) Init(servers []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+	defer cancel()
+	var addrs []string
+	names := make(map[string]string)
+	for _, server := range servers {
+		host, port, err := net.SplitHostPort(server)
+		if err != nil {
+			return err
+		}
+		ips, err := net.DefaultResolver.LookupHost(ctx, host)
+		if err != nil {
+			return err
+		}
+		for _, ip := range ips {
+			a := net.JoinHostPort(ip, port)
+			if _, dup := names[a]; !dup {
+				names[a] = host
+				addrs = append(addrs, a)
+			}
+		}
+	}
+	if len(addrs) == 0 {
+		return fmt.Errorf("no hosts found for addresses %q", servers)
+	}
+	rand.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.addrs, t.names, t.curr, t.last = addrs, names, -1, -1
+	return nil
+}
+
+// Len is the number of addresses.
+func (t *tlsTransport) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.addrs)
+}
+
+// Next returns the next address; retryStart is true once every address has
+// been tried since the last connection.
+func (t *tlsTransport) Next() (server string, retryStart bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.curr = (t.curr + 1) % len(t.addrs)
+	retryStart = t.curr == t.last
+	if t.last == -1 {
+		t.last = 0
+	}
+	return t.addrs[t.curr], retryStart
+}
+
+// Connected notes a successful connection.
+func (t *tlsTransport) Connected() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.last = t.curr
+}
+
+// dial connects with the base dialer and does the TLS handshake, both
+// within timeout.
+func (t *tlsTransport) dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	raw, err := t.base(network, address, timeout)
+	if err != nil {
+		t.failed(address, err)
+		return nil, err
+	}
+	cfg := t.cfg
+	if cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		cfg.ServerName = t.serverName(address)
+	}
+	c := tls.Client(raw, cfg)
+	if err := c.HandshakeContext(ctx); err != nil {
+		_ = raw.Close()
+		err = fmt.Errorf("TLS handshake with %s: %w", address, err)
+		t.failed(address, err)
+		return nil, err
+	}
+	return &tlsConn{Conn: c, t: t, addr: address}, nil
+}
+
+// serverName is the host the address was given as (it may be an IP).
+func (t *tlsTransport) serverName(address string) string {
+	t.mu.Lock()
+	name, ok := t.names[address]
+	t.mu.Unlock()
+	if !ok {
+		name, _, _ = net.SplitHostPort(address)
+	}
+	return name
+}
+
+// failed records the failure of an attempt at address.
+func (t *tlsTransport) failed(address string, err error) {
+	incurable := tlsRefusal(err)
+	t.mu.Lock()
+	t.lastErr = err
+	if incurable {
+		t.refused[address], t.lastRef = err, err
+	} else {
+		delete(t.refused, address)
+	}
+	t.mu.Unlock()
+	if incurable {
+		t.notify()
+	}
+}
+
+// accepted records that the server at address answered over TLS.
+func (t *tlsTransport) accepted(address string) {
+	t.mu.Lock()
+	delete(t.refused, address)
+	t.mu.Unlock()
+}
+
+// refusal returns, once the latest attempt at every address failed in a
+// way no redial can cure, the latest of those failures; nil otherwise, and
+// on a nil transport.
+func (t *tlsTransport) refusal() error {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch n := len(t.addrs); {
+	case n == 0 || len(t.refused) < n:
+		return nil
+	case n == 1:
+		return t.lastRef
+	default:
+		return fmt.Errorf("TLS failed with all %d addresses; the latest: %w", n, t.lastRef)
+	}
+}
+
+// lastFailure describes the latest failed attempt, for the error of a
+// Connect whose context ended: "" when there was none.
+func (t *tlsTransport) lastFailure() string {
+	if t == nil {
+		return ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.lastErr == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (latest attempt: %v)", t.lastErr)
+}
+
+// tlsRefusal reports whether err is a TLS failure that redialing cannot
+// cure: a certificate this side does not accept, an alert from the server
+// (it refused our certificate, or found no protocol or cipher suite in
+// common), or a server that does not speak TLS at all. Network errors
+// (nothing listening yet, timeouts, resets, EOF) are not.
+func tlsRefusal(err error) bool {
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.CertificateInvalidError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.HostnameError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[tls.RecordHeaderError](err); ok {
+		return true
+	}
+	// crypto/tls reports an alert the server sent as a "remote error", and
+	// one it sent itself because the handshake cannot go on as a "local
+	// error".
+	if op, ok := errors.AsType[*net.OpError](err); ok && (op.Op == "remote error" || op.Op == "local error") {
+		return true
+	}
+	return false
+}
+
+// tlsConn is a connection whose handshake is done. With TLS 1.3 the server
+// checks the client's certificate after the client has finished its
+// handshake, so a refusal arrives with the first read: until data has been
+// read, a read error is recorded like a handshake failure.
+type tlsConn struct {
+	*tls.Conn
+	t      *tlsTransport
+	addr   string
+	proven atomic.Bool // the server sent data
+}
+
+func (c *tlsConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if !c.proven.Load() {
+		switch {
+		case n > 0:
+			c.proven.Store(true)
+			c.t.accepted(c.addr)
+		case err != nil:
+			c.t.failed(c.addr, fmt.Errorf("TLS with %s: %w", c.addr, err))
+		}
+	}
+	return n, err
+}
