@@ -21,7 +21,8 @@ demo: zk-up
 # race inside go-zookeeper v1.0.4 itself).
 test: zk-up
 	$(GO) test -race -timeout 15m ./...
-	$(GO) test -count=1 -timeout 10m -run 'TestLeaderKilledMidRun|TestSessionSurvivesServerRestart' .
+	$(GO) test -count=1 -timeout 10m -run 'TestLeaderKilledMidRun|TestSessionSurvivesServerRestart|TestSuperviseElectionThroughEnsembleRestart' .
+	$(GO) test -count=1 -timeout 10m -run 'TestQueueSurvivesFaults' ./fairqueue/
 
 lint:
 	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt: files above need formatting" && exit 1)
@@ -46,7 +47,60 @@ STRESS_CYCLES ?= 100000
 stress: zk-up
 	cd bench && $(GO) run ./cmd/lockstress -zk $(ZK) -cycles $(STRESS_CYCLES) -procs 8 -hogs 2
 
+# fairqueue side by side with kazoo's Queue and LockingQueue and Curator's
+# DistributedQueue and SimpleDistributedQueue (Debian's, as for interop) on
+# one server, alternating rounds; then fairqueue's consumer-scaling curve,
+# written to bench/results/queue-scaling.{csv,png}. A quick try (2 rounds of
+# 3s, 1 and 4 consumers, into bench/results/quick):
+#   make bench-queue BENCH_QUEUE_FLAGS=-quick
+BENCH_QUEUE_FLAGS ?=
+.PHONY: bench-queue
+bench-queue: zk-up
+	bash interop/install.sh
+	cd bench && $(GO) run ./cmd/queuebench -zk $(ZK) $(BENCH_QUEUE_FLAGS)
+
 # A Go service sharing one lock path with Curator (Java) and with kazoo (Python).
 interop:
 	bash interop/install.sh
 	$(GO) test -race -count=1 -tags interop ./interop/
+
+# zktest's Docker sources of servers, end to end (scripts/test-docker.sh):
+# starts a Docker engine when none answers (as root: installs Debian's
+# docker.io when missing), builds the local stand-in for zookeeper:3.8 when
+# the image is missing (scripts/zk-image.sh, cached in Docker's image store),
+# runs zktest's and zklock's tests through testcontainers-go, then the recipe
+# tests against docker-compose.yml's 3-server ensemble, and leaves no
+# container behind.
+.PHONY: test-docker
+test-docker:
+	GO=$(GO) bash scripts/test-docker.sh
+
+# Jepsen-style chaos suite (chaos/): Mutex with a fenced register, Election,
+# Semaphore and fairqueue, in client processes, on a 3-server ensemble, under
+# kill -9 of servers and of the leader, partitions of one server, clients'
+# connections frozen and clients stopped (SIGSTOP) past their session
+# timeout, and clients killed; then every history checked (porcupine for the
+# register). Fails on any violation. Then the self-test: with the clients'
+# fencing broken on purpose the same checks must report lost updates, and
+# with it they must not. Summaries, porcupine's register.html and the events
+# go to $(CHAOS_OUT). Longer: CHAOS_FOR=30m make chaos.
+CHAOS_FOR ?= 2m
+CHAOS_OUT ?= $(CURDIR)/chaos-out
+.PHONY: chaos
+chaos:
+	$(GO) test -count=1 -timeout 0 -run '^TestChaos$$' -v ./chaos -chaos.for=$(CHAOS_FOR) -chaos.out=$(CHAOS_OUT)
+	$(GO) test -count=1 -timeout 0 -run '^TestCheckerCatchesUnfencedWrites$$' -v ./chaos -chaos.selftest -chaos.out=$(CHAOS_OUT)
+	$(GO) test -count=1 -timeout 10m -run '^TestUnlockAfterLossReportsLoss$$' -v ./chaos -chaos.findings
+
+# The seeds' comparison, run (bench/fencing_test.go): redsync on one Redis,
+# Redlock on three, the plain ephemeral-znode lock, zklock.Mutex without and
+# with its token, each under the same pauses and lock-server restarts, on
+# the same fenced register; then wake-ups per hand-off, plain ephemeral lock
+# against zklock.Mutex. Installs Debian's redis-server when missing. Tables
+# in $(COMPARE_OUT)/comparison.md.
+COMPARE_FOR ?= 40s
+COMPARE_OUT ?= $(CURDIR)/compare-out
+.PHONY: redis-compare
+redis-compare:
+	command -v redis-server >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server)
+	cd bench && $(GO) test -count=1 -timeout 40m -run '^TestLockComparison$$' -v . -compare -compare.for=$(COMPARE_FOR) -compare.out=$(COMPARE_OUT)

@@ -114,3 +114,27 @@ func Example_tryLock() {
 	fmt.Println("running the job")
 	// Output: running the job
 }
+
+// A leader candidate that campaigns again after every session loss:
+// Supervise makes a new Session whenever the old one ends, and Election.Run
+// campaigns on it. Here the lead function steps down once and the program
+// stops.
+func ExampleSupervise() {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	err := zkrecipes.Supervise(ctx, servers(), func(ctx context.Context, s *zkrecipes.Session) error {
+		el, err := zklock.NewElection(s, "/myapp/leader")
+		if err != nil {
+			return err
+		}
+		return el.Run(ctx, []byte("worker-1"), func(lctx context.Context) error {
+			fmt.Println("leading")
+			stop() // in a real service: lead until lctx ends
+			return nil
+		})
+	}, zkrecipes.WithSessionTimeout(10*time.Second))
+	fmt.Println(errors.Is(err, context.Canceled))
+	// Output:
+	// leading
+	// true
+}

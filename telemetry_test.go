@@ -138,7 +138,7 @@ func set(s attribute.Set) string {
 		if i > 0 {
 			out += ","
 		}
-		out += string(kv.Key) + "=" + kv.Value.Emit()
+		out += string(kv.Key) + "=" + kv.Value.String()
 	}
 	return out
 }

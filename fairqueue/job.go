@@ -64,7 +64,9 @@ func (j *Job) Done() <-chan struct{} { return j.o.Lost() }
 // error wrapping ErrClaimLost if the claim was lost (the item is then
 // delivered again). Once called, the ack goes on until it is applied or the
 // session is over, whatever becomes of ctx: if ctx ends first, Ack returns
-// an error wrapping ErrOutcomeUnknown and ctx's cause. Ack after Ack (or
+// an error wrapping ErrOutcomeUnknown and ctx's cause; if the session ends
+// while it is sent and not answered, one wrapping ErrOutcomeUnknown and
+// ErrClaimLost (the item is gone, or will be delivered again). Ack after Ack (or
 // Nack) returns nil.
 func (j *Job) Ack(ctx context.Context) error {
 	ops := []any{&zk.DeleteRequest{Path: j.item, Version: j.version}, &zk.DeleteRequest{Path: j.claim, Version: -1}}
@@ -176,7 +178,8 @@ func (j *Job) settle(ctx context.Context, op string, count func(), fn func(*zk.C
 	switch {
 	case err == nil:
 		return nil
-	case ctx.Err() != nil && j.o.Err() == nil:
+	case ctx.Err() != nil && j.o.Err() == nil, errors.Is(err, owner.ErrUnsettled):
+		// Sent, and not answered: it may have landed.
 		return fmt.Errorf("fairqueue: %s %s: %w: %w", op, j.id, ErrOutcomeUnknown, err)
 	default:
 		return fmt.Errorf("fairqueue: %s %s: %w", op, j.id, err)

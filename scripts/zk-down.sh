@@ -25,13 +25,14 @@ alive() {
 backend=$(cat "$dir/backend" 2>/dev/null || true)
 
 if [[ $backend == docker ]]; then
-	say "stopping the ensemble of docker-compose.yml"
+	project=$(cat "$dir/compose-project" 2>/dev/null || echo zkrecipes)
+	say "stopping the ensemble of docker-compose.yml (project $project)"
 	if docker compose version >/dev/null 2>&1; then
-		docker compose -f "$root/docker-compose.yml" down -v
+		docker compose -p "$project" -f "$root/docker-compose.yml" down -v
 	else
-		docker-compose -f "$root/docker-compose.yml" down -v
+		docker-compose -p "$project" -f "$root/docker-compose.yml" down -v
 	fi
-	rm -f "$dir/backend"
+	rm -f "$dir/backend" "$dir/compose-project"
 	exit 0
 fi
 

@@ -5,7 +5,10 @@
 #  1. If a ZooKeeper already answers `ruok` there, do nothing.
 #  2. Else, if a Docker engine runs (and the address is 127.0.0.1:2181),
 #     start the 3-server ensemble of docker-compose.yml (client ports
-#     2181-2183) and wait until it has a leader.
+#     2181-2183; ZK1_PORT, ZK2_PORT, ZK3_PORT move them, and then the
+#     address must be 127.0.0.1:$ZK1_PORT) with `docker compose` or
+#     docker-compose (1.29 will do), as project ${COMPOSE_PROJECT_NAME:-zkrecipes},
+#     and wait until every member serves.
 #  3. Else, if ZooKeeper is installed (Debian's `zookeeper` package, or
 #     ZK_HOME / ZOOKEEPER_JAR as for package zktest), start a standalone
 #     server on that port, detached from this shell, with its files under
@@ -63,23 +66,31 @@ docker_runs() {
 	command -v docker >/dev/null 2>&1 && timeout 10 docker info >/dev/null 2>&1
 }
 
+# compose ARGS: the compose plugin (docker compose) if there is one, else
+# docker-compose (Debian's is 1.29), on docker-compose.yml.
+project=${COMPOSE_PROJECT_NAME:-zkrecipes}
 compose() {
 	if docker compose version >/dev/null 2>&1; then
-		docker compose -f "$root/docker-compose.yml" "$@"
+		docker compose -p "$project" -f "$root/docker-compose.yml" "$@"
 	elif command -v docker-compose >/dev/null 2>&1; then
-		docker-compose -f "$root/docker-compose.yml" "$@"
+		docker-compose -p "$project" -f "$root/docker-compose.yml" "$@"
 	else
+		say "neither the docker compose plugin nor docker-compose is installed (apt-get install docker-compose)"
 		return 127
 	fi
 }
 
-if [[ $port == 2181 ]] && docker_runs; then
-	say "Docker runs: starting the 3-server ensemble of docker-compose.yml (127.0.0.1:2181-2183)"
-	compose up -d || die "docker compose up failed (is the compose plugin installed?)"
-	mkdir -p "$dir" && echo docker >"$dir/backend"
-	say "waiting for the ensemble to elect a leader"
-	wait_serving 120 || die "the ensemble does not serve at $addr after 120s; see: docker compose -f $root/docker-compose.yml logs"
-	say "ZooKeeper ensemble ready: ZK_CONNECT=127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183"
+ports=("${ZK1_PORT:-2181}" "${ZK2_PORT:-2182}" "${ZK3_PORT:-2183}")
+if [[ $port == "${ports[0]}" ]] && docker_runs; then
+	say "Docker runs: starting the 3-server ensemble of docker-compose.yml (127.0.0.1:${ports[*]}), project $project"
+	export ZK1_PORT=${ports[0]} ZK2_PORT=${ports[1]} ZK3_PORT=${ports[2]}
+	compose up -d || die "compose up failed (no zookeeper:3.8 image and no registry? scripts/zk-image.sh builds a local stand-in)"
+	mkdir -p "$dir" && echo docker >"$dir/backend" && echo "$project" >"$dir/compose-project"
+	say "waiting until every member serves (a leader is elected)"
+	for p in "${ports[@]}"; do
+		port=$p wait_serving 120 || die "the ensemble does not serve at 127.0.0.1:$p after 120s; see: docker-compose -p $project -f $root/docker-compose.yml logs"
+	done
+	say "ZooKeeper ensemble ready: ZK_CONNECT=127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}; stop it with scripts/zk-down.sh 127.0.0.1:${ports[0]}"
 	exit 0
 fi
 

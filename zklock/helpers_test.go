@@ -50,6 +50,10 @@ func requireNoNodes(t *testing.T, s *zkrecipes.Session, dir string) {
 		defer fresh.Close()
 		conn = fresh.Conn()
 	}
+	// On an ensemble, the member we read from may lag behind the writes.
+	if _, err := conn.Sync(dir); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		require.NoError(t, err)
+	}
 	children, _, err := conn.Children(dir)
 	if errors.Is(err, zk.ErrNoNode) {
 		return

@@ -28,6 +28,7 @@ type Cluster struct {
 	li    *localInstall
 	mu    sync.Mutex
 	nodes []*node
+	links *links // proxies between members; nil but for StartLinkedCluster
 }
 
 // StartCluster starts n ZooKeeper servers (n >= 1) forming one ensemble on
@@ -41,11 +42,16 @@ type Cluster struct {
 // failed, the end of each server's log is printed first.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	return startCluster(t, n, nil)
+}
+
+func startCluster(t testing.TB, n int, ln *links) *Cluster {
+	t.Helper()
 	if n < 1 {
 		t.Fatalf("zktest: StartCluster(%d): need at least one server", n)
 	}
 	li := needLocal(t)
-	c := &Cluster{t: t, li: li}
+	c := &Cluster{t: t, li: li, links: ln}
 	root := t.TempDir()
 	t.Cleanup(c.cleanup) // runs before t.TempDir's removal
 
@@ -79,7 +85,11 @@ func (c *Cluster) tryStart(dir string, n int) error {
 	defer c.mu.Unlock()
 	c.nodes = make([]*node, n)
 	for i, p := range peers {
-		nd, err := newNode(filepath.Join(dir, "server"+strconv.Itoa(i)), p.id, p.clientPort, clusterConfig(), peers)
+		view, err := c.view(i, peers)
+		if err != nil {
+			return err
+		}
+		nd, err := newNode(filepath.Join(dir, "server"+strconv.Itoa(i)), p.id, p.clientPort, clusterConfig(), view)
 		if err != nil {
 			return err
 		}

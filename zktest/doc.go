@@ -13,8 +13,11 @@
 //     (comma-separated host:port list). zktest does not manage it.
 //  2. A container of the official zookeeper:3.8 image, started with
 //     testcontainers-go when a Docker engine answers. The container lives as
-//     long as the test binary; testcontainers' reaper (Ryuk) removes it after
-//     the binary exits.
+//     long as the test binary: a watchdog process of zktest's removes it when
+//     the binary exits, however it exits (kill -9 too), so testcontainers'
+//     reaper (Ryuk) is not needed (TESTCONTAINERS_RYUK_DISABLED=true where
+//     its image cannot be pulled). Containers whose test binary is gone are
+//     swept at the next start.
 //  3. A locally installed ZooKeeper, run as a child JVM
 //     (org.apache.zookeeper.server.quorum.QuorumPeerMain) on a free
 //     127.0.0.1 port with its data under os.TempDir()/zktest-<pid>.
@@ -36,8 +39,10 @@
 //
 // With the last two, slf4j-simple.jar from the jar's directory, when present,
 // is added to the classpath so that the server log is written (Debian ships
-// no slf4j binding with ZooKeeper). Java is $JAVA_HOME/bin/java or java on
-// PATH.
+// no slf4j binding with ZooKeeper), and so is netty-codec.jar, which the TLS
+// port of [WithTLS] needs and the jar's manifest omits (on Debian it comes
+// with libnetty-java, a dependency of the zookeeper package). Java is
+// $JAVA_HOME/bin/java or java on PATH; [TLSFiles] runs the keytool beside it.
 //
 // # Local server configuration
 //

@@ -2,7 +2,18 @@ package zktest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/testcontainers/testcontainers-go"
@@ -11,6 +22,24 @@ import (
 
 // dockerImage is the official ZooKeeper image used when Docker is available.
 const dockerImage = "zookeeper:3.8"
+
+// dockerOwnerLabel marks the containers zktest starts. Its value names the
+// test binary that owns the container: "BOOTID/PIDNS/PID" (see ownerID).
+const dockerOwnerLabel = "org.zkrecipes.zktest.owner"
+
+// dockerStartTimeout bounds the start of the shared container, pulling the
+// image included.
+const dockerStartTimeout = 5 * time.Minute
+
+// container is the shared container, once started; set once, under
+// shared.mu (startDocker is called by startShared).
+var container struct {
+	name string
+	// watchdog is the write end of the pipe the container's watchdog
+	// reads; keeping it referenced keeps it open (an unreachable *os.File
+	// is closed by its finalizer) until the process exits.
+	watchdog *os.File
+}
 
 // dockerAvailable reports whether a Docker engine answers, within 5 seconds.
 // Without an engine (no socket, no DOCKER_HOST) it returns at once.
@@ -26,12 +55,82 @@ func dockerAvailable() bool {
 
 // startDocker starts the shared server as a container and returns its
 // client address once it serves. The container is configured like the local
-// server (see the package doc) and is never terminated by zktest:
-// testcontainers' reaper (Ryuk) removes it after the test binary exits.
+// server (see the package doc).
+//
+// # Removal
+//
+// zktest removes the container itself, as it kills the local JVM: a
+// watchdog process (containerWatchdogScript) holds the read end of a pipe
+// whose write end only the test binary holds, and runs `docker rm -f -v` on
+// the container when it reads EOF, that is when the test binary has exited,
+// however it exited (kill -9 included). The watchdog is started before the
+// container, under the container's name, so no moment exists at which the
+// container runs unwatched. Testcontainers' reaper (Ryuk) is not needed, and
+// may be disabled with TESTCONTAINERS_RYUK_DISABLED=true (it must be where
+// its image cannot be pulled); when it runs, it removes the container too.
+// At start, containers left by earlier test binaries of this machine that
+// are gone (their watchdog was killed too) are removed.
+//
+// # Where the container's port is reached
+//
+// Not where testcontainers-go says. Its host (Container.Host, which its
+// wait.ForListeningPort strategy and PortEndpoint dial) is "localhost" on a
+// plain machine, but whenever the file /.dockerenv exists it assumes that
+// the tests run inside a container that talks to the host's engine through
+// a mounted socket, and takes the gateway of the default bridge network
+// instead; when that network shows no gateway in its IPAM configuration
+// (Docker 20.10's, Debian's docker.io, shows only the subnet) it falls back
+// to the default route's gateway (`ip route`). On a machine whose root file
+// system was made as a Docker image, /.dockerenv is there even though the
+// engine and the tests run side by side: the strategy then dialled the
+// machine's upstream router, which does not answer, until "external check:
+// dial: context deadline exceeded", while the published port answered on
+// 127.0.0.1 all along. IPv6 was not the cause: where "localhost" is the
+// host and resolves to ::1 first, a port published on 0.0.0.0 only refuses
+// ::1 at once and the dial goes on to 127.0.0.1. And that check proved
+// little anyway: Docker's proxy accepts connections on a published port
+// before the server listens.
+//
+// So zktest waits only for the port to be published, then finds the host
+// itself: with a local engine (a unix socket), the loopback address,
+// 127.0.0.1 then ::1, at which the published port accepts a connection;
+// only if neither does (the tests run in a container of their own, beside
+// the engine) testcontainers' host. With a remote engine (DOCKER_HOST=tcp://)
+// it is that engine's host; TESTCONTAINERS_HOST_OVERRIDE, when set, wins.
+// Then it waits until the server answers srvr as a standalone server.
 func startDocker() (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // includes pulling the image
+	ctx, cancel := context.WithTimeout(context.Background(), dockerStartTimeout)
 	defer cancel()
+	fail := func(err error) (string, error) {
+		return "", fmt.Errorf("zktest: Docker container %s: %w", dockerImage, err)
+	}
+
+	daemon, err := dockerDaemonHost()
+	if err != nil {
+		return fail(err)
+	}
+	cli, cliErr := exec.LookPath("docker")
+	ryukOff := testcontainers.ReadConfig().RyukDisabled
+	if cliErr != nil && ryukOff {
+		return fail(fmt.Errorf("no docker command on PATH, and TESTCONTAINERS_RYUK_DISABLED=true: nothing could remove the container once the test binary exits (%w)", cliErr))
+	}
+	owner := ownerID()
+	name, err := newContainerName()
+	if err != nil {
+		return fail(err)
+	}
+	if cliErr == nil {
+		removeStaleContainers(ctx, cli, daemon, owner)
+		w, err := startContainerWatchdog(cli, daemon, name)
+		if err != nil {
+			return fail(err)
+		}
+		container.name, container.watchdog = name, w
+	}
+
 	ctr, err := testcontainers.Run(ctx, dockerImage,
+		testcontainers.WithName(name),
+		testcontainers.WithLabels(map[string]string{dockerOwnerLabel: owner}),
 		testcontainers.WithExposedPorts("2181/tcp"),
 		testcontainers.WithEnv(map[string]string{
 			"ZOO_4LW_COMMANDS_WHITELIST": "*",
@@ -39,24 +138,186 @@ func startDocker() (string, error) {
 			"ZOO_MAX_CLIENT_CNXNS":       "0",
 			"ZOO_CFG_EXTRA":              "minSessionTimeout=1000 maxSessionTimeout=60000 forceSync=no",
 		}),
-		testcontainers.WithWaitStrategy(wait.ForListeningPort("2181/tcp")),
+		// Only that the port is published: no dial (see above).
+		testcontainers.WithWaitStrategy(wait.ForMappedPort("2181/tcp").WithStartupTimeout(time.Minute)),
 	)
 	if err != nil {
-		return "", fmt.Errorf("zktest: start Docker container %s: %w", dockerImage, err)
+		if !ryukOff && strings.Contains(err.Error(), "reaper") {
+			err = fmt.Errorf("%w (where testcontainers' reaper image cannot be pulled, set TESTCONTAINERS_RYUK_DISABLED=true: zktest removes its container itself)", err)
+		}
+		if ctr != nil {
+			_ = testcontainers.TerminateContainer(ctr)
+		}
+		return fail(fmt.Errorf("start: %w", err))
 	}
-	addr, err := ctr.PortEndpoint(ctx, "2181/tcp", "")
+	port, err := ctr.MappedPort(ctx, "2181/tcp")
 	if err != nil {
-		return "", fmt.Errorf("zktest: Docker container %s: %w", dockerImage, err)
+		return fail(err)
 	}
+	host, err := containerHost(ctx, ctr, daemon, port.Port())
+	if err != nil {
+		return fail(err)
+	}
+	addr := net.JoinHostPort(host, port.Port())
 	for {
 		mode, err := serverMode(addr, time.Second)
 		if err == nil && isStandalone(mode) {
 			return addr, nil
 		}
+		if st, serr := ctr.State(ctx); serr == nil && !st.Running {
+			return fail(fmt.Errorf("%s exited (status %d) before serving at %s; end of its log:\n%s", name, st.ExitCode, addr, containerLogTail(ctr)))
+		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("zktest: Docker container %s at %s not ready: %w", dockerImage, addr, err)
+			return fail(fmt.Errorf("%s not ready at %s: %w; end of its log:\n%s", name, addr, err, containerLogTail(ctr)))
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// dockerDaemonHost returns the engine testcontainers uses, as a DOCKER_HOST
+// URL ("unix:///var/run/docker.sock", "tcp://host:2376"), so that the docker
+// command of the watchdog talks to the same engine.
+func dockerDaemonHost() (string, error) {
+	p, err := testcontainers.NewDockerProvider()
+	if err != nil {
+		return "", err
+	}
+	defer p.Close()
+	return p.Client().DaemonHost(), nil
+}
+
+// containerHost returns the host at which the container's published port
+// is reached from here (see startDocker).
+func containerHost(ctx context.Context, ctr testcontainers.Container, daemon, port string) (string, error) {
+	if h := os.Getenv("TESTCONTAINERS_HOST_OVERRIDE"); h != "" {
+		return h, nil
+	}
+	u, err := url.Parse(daemon)
+	if err == nil && (u.Scheme == "unix" || u.Scheme == "npipe") {
+		for _, h := range []string{"127.0.0.1", "::1"} {
+			c, err := net.DialTimeout("tcp", net.JoinHostPort(h, port), 2*time.Second)
+			if err == nil {
+				c.Close()
+				return h, nil
+			}
+		}
+	}
+	return ctr.Host(ctx) // the engine's host, or the guess for a container
+}
+
+// containerLogTail returns the last lines of the container's output.
+func containerLogTail(ctr testcontainers.Container) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rc, err := ctr.Logs(ctx)
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(rc)
+	lines := strings.SplitAfter(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > logTailLines {
+		lines = lines[len(lines)-logTailLines:]
+	}
+	return strings.Join(lines, "")
+}
+
+// newContainerName returns a name for the shared container, unique to this
+// test binary.
+func newContainerName() (string, error) {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("zktest-%d-%s", os.Getpid(), hex.EncodeToString(b)), nil
+}
+
+// containerWatchdogScript waits until fd 3 reaches EOF, i.e. until the test
+// binary, the only holder of the pipe's write end, has exited, however it
+// exited; then it removes the container $2 (and its anonymous volumes) with
+// the docker command $1. A container that was never created makes docker
+// rm fail, harmlessly. Its output goes nowhere: the binary is gone.
+const containerWatchdogScript = `docker=$1 name=$2
+read -r _ <&3
+exec 3<&-
+"$docker" rm -f -v "$name"
+`
+
+// startContainerWatchdog starts the watchdog of container name and returns
+// the write end of its pipe, which the caller must keep open as long as the
+// container may live.
+func startContainerWatchdog(cli, daemon, name string) (*os.File, error) {
+	r, w, err := os.Pipe() // both ends close-on-exec: no other child inherits w
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	cmd := exec.Command("/bin/sh", "-c", containerWatchdogScript, "zktest-container-watchdog", cli, name)
+	cmd.Env = append(os.Environ(), "DOCKER_HOST="+daemon)
+	cmd.ExtraFiles = []*os.File{r} // fd 3; stdin, stdout, stderr: /dev/null
+	// Own process group: a ^C meant for `go test` reaches the test binary,
+	// whose exit then removes the container through the pipe.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("start container watchdog: %w", err)
+	}
+	// Never waited for (no goroutine may outlive a test): it lives as long
+	// as this process, and init reaps it after.
+	return w, nil
+}
+
+// ownerID names this test binary among all processes that may share a
+// Docker engine: boot id, pid namespace and pid. "" when /proc does not
+// tell (then no stale container is ever removed on its behalf).
+func ownerID() string {
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	ns, err := os.Readlink("/proc/self/ns/pid") // "pid:[4026531836]"
+	if err != nil {
+		return ""
+	}
+	ns = strings.TrimSuffix(strings.TrimPrefix(ns, "pid:["), "]")
+	return strings.TrimSpace(string(boot)) + "/" + ns + "/" + strconv.Itoa(os.Getpid())
+}
+
+// removeStaleContainers removes the containers zktest started for test
+// binaries of this machine and pid namespace that are gone, which their
+// watchdogs should have removed (a watchdog killed with its test binary, an
+// engine that was down). Best effort: errors are ignored.
+func removeStaleContainers(ctx context.Context, cli, daemon, owner string) {
+	if owner == "" {
+		return
+	}
+	self := owner[:strings.LastIndexByte(owner, '/')+1] // "BOOTID/PIDNS/"
+	docker := func(args ...string) ([]byte, error) {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, cli, args...)
+		cmd.Env = append(os.Environ(), "DOCKER_HOST="+daemon)
+		return cmd.Output()
+	}
+	out, err := docker("ps", "-a", "--filter", "label="+dockerOwnerLabel,
+		"--format", `{{.ID}} {{.Label "`+dockerOwnerLabel+`"}}`)
+	if err != nil {
+		return
+	}
+	var stale []string
+	for line := range strings.Lines(string(out)) {
+		id, o, ok := strings.Cut(strings.TrimSpace(line), " ")
+		rest, found := strings.CutPrefix(o, self)
+		if !ok || !found {
+			continue // another machine's, or another pid namespace's
+		}
+		pid, err := strconv.Atoi(rest)
+		if err == nil && pid > 0 && pid != os.Getpid() && errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			stale = append(stale, id)
+		}
+	}
+	if len(stale) > 0 {
+		_, _ = docker(append([]string{"rm", "-f", "-v"}, stale...)...)
 	}
 }

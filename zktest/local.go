@@ -73,6 +73,11 @@ func lookLocal() (*localInstall, error) {
 	if simple := filepath.Join(filepath.Dir(jar), "slf4j-simple.jar"); isFile(simple) {
 		cp += string(os.PathListSeparator) + simple
 	}
+	// Nor, on Debian, netty-codec, which Netty's TLS handler needs (the
+	// secure port of WithTLS): it is in libnetty-java, beside netty-handler.
+	if codec := filepath.Join(filepath.Dir(jar), "netty-codec.jar"); isFile(codec) {
+		cp += string(os.PathListSeparator) + codec
+	}
 	return &localInstall{java: java, classpath: cp, from: from + jar}, nil
 }
 
@@ -90,6 +95,7 @@ var jvmFlags = []string{
 	"-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
 	// Not a line per four-letter word: zktest polls with srvr.
 	"-Dorg.slf4j.simpleLogger.log.org.apache.zookeeper.server.NIOServerCnxn=warn",
+	"-Dorg.slf4j.simpleLogger.log.org.apache.zookeeper.server.NettyServerCnxn=warn",
 }
 
 // command returns the java command line running the server with cfgFile.
@@ -122,6 +128,41 @@ func WithConfig(key, value string) Option {
 	return func(c *config) { c.extra = append(c.extra, key+"="+value) }
 }
 
+// WithTLS makes the server of [StartPrivate] also serve TLS clients on a
+// secureClientPort of 127.0.0.1 (see [Server.SecureAddr]), with Netty
+// (serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory, for
+// both ports), the keystore and truststore of files (see [TLSFiles]), and
+// ssl.clientAuth set to clientAuth: "need" (a client must present a
+// certificate signed by the CA of files), "want" or "none". The plaintext
+// client port stays open: zktest polls it. Add other ssl.* settings with
+// [WithConfig].
+func WithTLS(files *TLS, clientAuth string) Option {
+	return func(c *config) { c.tls = &tlsOption{files, clientAuth} }
+}
+
+// tlsLines are the zoo.cfg lines of WithTLS, for secureClientPort port.
+func (c config) tlsLines(port int) ([]string, error) {
+	f, auth := c.tls.files, c.tls.clientAuth
+	switch {
+	case f == nil:
+		return nil, errors.New("zktest: WithTLS: nil files")
+	case auth != "need" && auth != "want" && auth != "none":
+		return nil, fmt.Errorf("zktest: WithTLS: client auth %q is none of need, want, none", auth)
+	}
+	return []string{
+		"serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+		"secureClientPort=" + strconv.Itoa(port),
+		"secureClientPortAddress=127.0.0.1",
+		"ssl.keyStore.location=" + f.KeyStore,
+		"ssl.keyStore.password=" + f.Password,
+		"ssl.keyStore.type=PKCS12",
+		"ssl.trustStore.location=" + f.TrustStore,
+		"ssl.trustStore.password=" + f.Password,
+		"ssl.trustStore.type=PKCS12",
+		"ssl.clientAuth=" + auth,
+	}, nil
+}
+
 // config is what goes into zoo.cfg besides ports and directories.
 type config struct {
 	tickTime   time.Duration
@@ -130,6 +171,13 @@ type config struct {
 	minSession time.Duration
 	maxSession time.Duration
 	extra      []string
+	tls        *tlsOption // WithTLS: a secureClientPort; nil: none
+}
+
+// tlsOption is what WithTLS was given.
+type tlsOption struct {
+	files      *TLS
+	clientAuth string // ssl.clientAuth
 }
 
 // standaloneConfig is the configuration of [Start] and [StartPrivate].

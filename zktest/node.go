@@ -25,6 +25,10 @@ type node struct {
 	cfgFile string
 	logFile string
 	addr    string // 127.0.0.1:clientPort
+	// secureAddr is 127.0.0.1:secureClientPort (WithTLS), or "". Once
+	// the server answers srvr, wait also waits until it accepts
+	// connections there.
+	secureAddr string
 
 	pid  int
 	done chan struct{} // closed once the process is reaped; nil when never started
@@ -135,7 +139,14 @@ func (n *node) waitFor(timeout time.Duration, ok func(mode string) bool, alive f
 		}
 		mode, err := serverMode(n.addr, time.Second)
 		if err == nil && ok(mode) {
-			return nil
+			if n.secureAddr == "" {
+				return nil
+			}
+			var c net.Conn
+			if c, err = net.DialTimeout("tcp", n.secureAddr, time.Second); err == nil {
+				_ = c.Close()
+				return nil
+			}
 		}
 		if err == nil {
 			err = fmt.Errorf("zktest: %s is in mode %s", n.addr, mode)

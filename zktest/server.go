@@ -3,6 +3,7 @@ package zktest
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,7 @@ type Server struct {
 	addrs   []string
 	logFile string // "" when zktest has no log (ZK_CONNECT, Docker)
 	from    string // where the server comes from, for messages
+	secure  string // the TLS address ("" without WithTLS)
 
 	mu   sync.Mutex
 	node *node // non-nil only for StartPrivate
@@ -36,6 +38,11 @@ func (s *Server) Addr() string { return s.addrs[0] }
 // Addrs returns the client addresses of every member (one for a single
 // server). Join them with "," for a connect string.
 func (s *Server) Addrs() []string { return append([]string(nil), s.addrs...) }
+
+// SecureAddr returns the TLS client address ("127.0.0.1:port", the
+// secureClientPort) of a server started by [StartPrivate] with [WithTLS];
+// "" for any other server.
+func (s *Server) SecureAddr() string { return s.secure }
 
 // LogFile returns the path of the server's log file, or "" when zktest does
 // not run the server itself (ZK_CONNECT, Docker).
@@ -112,7 +119,7 @@ func StartPrivate(t testing.TB, opts ...Option) *Server {
 			s.mu.Unlock()
 		}
 		if err == nil {
-			s.addrs, s.logFile = []string{n.addr}, n.logFile
+			s.addrs, s.logFile, s.secure = []string{n.addr}, n.logFile, n.secureAddr
 			t.Logf("zktest: started private ZooKeeper %s in %v (%s)", n.addr, time.Since(begin).Round(time.Millisecond), li.from)
 			return s
 		}
@@ -128,13 +135,27 @@ func StartPrivate(t testing.TB, opts ...Option) *Server {
 // startStandalone starts a private standalone server under dir and waits
 // until it serves. It returns the node, if one was started, even on error.
 func startStandalone(li *localInstall, dir string, cfg config) (*node, error) {
-	ports, err := freePorts(1)
+	nports := 1
+	if cfg.tls != nil {
+		nports = 2 // and a secureClientPort
+	}
+	ports, err := freePorts(nports)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.tls != nil {
+		lines, err := cfg.tlsLines(ports[1])
+		if err != nil {
+			return nil, err
+		}
+		cfg.extra = append(lines, cfg.extra...) // WithConfig's lines last: they override
 	}
 	n, err := newNode(dir, 0, ports[0], cfg, nil)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.tls != nil {
+		n.secureAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
 	}
 	if err := n.start(li); err != nil {
 		return nil, err

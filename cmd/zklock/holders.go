@@ -17,6 +17,7 @@ import (
 
 // holders is `zklock holders`: list a lock's contenders.
 func (c *cli) holders(args []string) (int, error) {
+	c.listing = true
 	path, err := c.onePath("holders", args)
 	if err != nil {
 		return exitUsage, err
@@ -36,6 +37,13 @@ func (c *cli) holders(args []string) (int, error) {
 	cs, err := m.Contenders(ctx)
 	if err != nil {
 		return exitFailure, err
+	}
+	if c.json {
+		out := jsonHolders{Path: path, Contenders: []jsonContender{}}
+		for i, cn := range cs {
+			out.Contenders = append(out.Contenders, contenderJSON(cn, i, 1))
+		}
+		return c.printJSON(exitOK, out)
 	}
 	if len(cs) == 0 {
 		fmt.Fprintf(c.stdout, "%s: no holder, no waiters\n", path)
@@ -59,7 +67,7 @@ func printContenders(w io.Writer, cs []zklock.Contender, fullPath bool) {
 		if !fullPath {
 			node = node[strings.LastIndex(node, "/")+1:]
 		}
-		fmt.Fprintf(tw, "%s\t%s\t0x%x\t%d\t%s\n", role, node, c.SessionID, c.Token, printable(c.Data))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", role, node, sessionID(c.SessionID), c.Token, printable(c.Data))
 	}
 	tw.Flush()
 }

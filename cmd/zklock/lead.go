@@ -42,6 +42,7 @@ func (c *cli) lead(args []string) (int, error) {
 
 // leader is `zklock leader`: print the election's leader.
 func (c *cli) leader(args []string) (int, error) {
+	c.listing = true
 	path, err := c.onePath("leader", args)
 	if err != nil {
 		return exitUsage, err
@@ -59,16 +60,22 @@ func (c *cli) leader(args []string) (int, error) {
 		return exitFailure, err
 	}
 	l, err := el.Leader(ctx)
-	if errors.Is(err, zklock.ErrNoLeader) {
+	switch {
+	case errors.Is(err, zklock.ErrNoLeader) && c.json:
+		return c.printJSON(exitNoLeader, jsonLeader{Path: path})
+	case errors.Is(err, zklock.ErrNoLeader):
 		fmt.Fprintf(c.stdout, "%s: no leader\n", path)
 		return exitNoLeader, nil
-	}
-	if err != nil {
+	case err != nil:
 		return exitFailure, err
+	case c.json:
+		v := newJSONData(l.Value)
+		return c.printJSON(exitOK, jsonLeader{Path: path, Leader: &jsonLeaderNode{
+			Path: l.Path, Session: sessionID(l.SessionID), Term: l.Token, Value: v.Data, Base64: v.Base64}})
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "LEADER\tSESSION\tTERM\tVALUE")
-	fmt.Fprintf(tw, "%s\t0x%x\t%d\t%s\n", l.Path, l.SessionID, l.Token, printable(l.Value))
+	fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", l.Path, sessionID(l.SessionID), l.Token, printable(l.Value))
 	tw.Flush()
 	return exitOK, nil
 }

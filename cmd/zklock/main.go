@@ -1,9 +1,10 @@
 // Command zklock takes ZooKeeper locks and runs leader elections from the
-// shell, lists who holds them, and shows the zklock recipe at work.
+// shell, lists who holds them and watches their lines live, feeds and drains
+// fairqueue job queues, and shows the zklock recipe at work.
 //
 // Usage:
 //
-//	zklock [-zk SERVERS] [-session-timeout D] [-v] COMMAND [ARGS]
+//	zklock [-zk SERVERS] [-session-timeout D] [-v] [-json] [-metrics ADDR] COMMAND [ARGS]
 //
 // Commands:
 //
@@ -24,6 +25,17 @@
 //	    Print the lock's holder, then its waiters in the order they will be
 //	    served: node path, session id, fencing token and data.
 //
+//	watch [-once] PATH
+//	    Show the line of the lock, semaphore or election at PATH, and show
+//	    it again each time it changes: the holder (an election's leader),
+//	    then the waiters in order, each with how long ago it joined the line
+//	    (its node's ctime, by the server's clock). It sets ZooKeeper watches
+//	    on the directory and on the holder's node and never polls, so the
+//	    times shown are those of the last change. Frames are separated by a
+//	    blank line, or clear the screen when stdout is a terminal; with
+//	    -json each frame is one JSON object on a line of its own. -once
+//	    prints one frame and exits. SIGINT and SIGTERM end it (status 0).
+//
 //	lead [-timeout D] [-value S] [-grace D] PATH -- CMD [ARGS...]
 //	    Campaign in the leader election at PATH (at most -timeout; 0, the
 //	    default, waits forever) and, once elected, run CMD as run does, with
@@ -37,6 +49,43 @@
 //	    Print the election's leader: node path, session id, term and value.
 //	    With no leader, print "PATH: no leader" and exit 3.
 //
+//	queue put [-key K] [-delay D] PATH [DATA...]
+//	    Put each DATA argument, or else each line of stdin, as an item in
+//	    the fairqueue at PATH, in order, and print the new items' ids. Items
+//	    go in batches of up to 1000 (and 1 MiB), each batch all or nothing.
+//	    -key K makes the put safe to retry: while the item put with key K is
+//	    in the queue, putting with K again adds nothing and prints its id
+//	    (one item only). -delay D keeps the item from consumers until D has
+//	    passed; its id is then the delayed entry's ("d-...").
+//
+//	queue take [-once] [-timeout D] [-max-attempts N] [-backoff D] [-grace D] PATH -- CMD [ARGS...]
+//	    Take the queue's items, oldest first, and run CMD for each, as run
+//	    does: the item's data on CMD's stdin, ZKLOCK_JOB_ID and
+//	    ZKLOCK_JOB_ATTEMPT (1 on the first delivery) in its environment,
+//	    stdout and stderr passed through. When CMD exits 0 the item is
+//	    acked (gone for good); otherwise it is given back, at its place in
+//	    line (held back for -backoff first, if given). With -max-attempts
+//	    N, an item delivered N times goes to the dead letters instead.
+//	    Without -once it goes on with the next item until SIGINT or SIGTERM
+//	    (forwarded to a running CMD, whose item is then settled as usual)
+//	    or, with -timeout, until no item has come for D; with -once it takes
+//	    one item (waiting at most -timeout) and exits with CMD's status. If
+//	    the claim on the item is lost while CMD runs (session over, claim
+//	    node deleted), CMD gets SIGTERM, then SIGKILL -grace later, and
+//	    zklock exits 75: the item will be delivered again. A CMD that cannot
+//	    be started ends the loop too (126, 127), its item given back.
+//
+//	queue ls PATH
+//	    Print how many items are pending (put and neither claimed, acked
+//	    nor dead) and how many are dead letters.
+//
+//	queue dead PATH
+//	    List the dead letters, oldest first: id, deliveries, data.
+//
+//	queue requeue PATH ID...
+//	    Put the dead letters with these ids back at the end of the queue,
+//	    as new items. An id that is no dead letter makes zklock exit 3.
+//
 //	demo [-workers N] [-rounds R] [-path P] [-hold D]
 //	    N workers, each with its own ZooKeeper session, take turns on one
 //	    lock R times each. Prints the line as ZooKeeper sees it, each
@@ -49,19 +98,33 @@
 //	                     else 127.0.0.1:2181)
 //	-session-timeout D   ZooKeeper session timeout (default 10s)
 //	-v                   log to stderr at info level; -v -v for debug
+//	-json                print listings as JSON: holders, leader, watch,
+//	                     queue put, queue ls, queue dead
+//	-metrics ADDR        serve the library's OpenTelemetry metrics in the
+//	                     Prometheus text format at http://ADDR/metrics while
+//	                     zklock runs (port 0 picks a free port; the address
+//	                     is printed on stderr)
+//
+// In JSON, node data is "data" when it is UTF-8 text, else "data_base64";
+// session ids are hexadecimal strings, as in the text output.
 //
 // Exit status:
 //
-//	0    success (run, lead: CMD's own status; 128+N if CMD died of signal N)
+//	0    success (run, lead, queue take -once: CMD's own status; 128+N if
+//	     CMD died of signal N; watch, queue take: stopped by SIGINT or
+//	     SIGTERM, or queue take's -timeout passed with no item)
 //	1    failure: ZooKeeper unreachable or failing, or a demo check failed
 //	2    bad usage
-//	3    leader: the election has no leader
-//	73   run, lead: the lock or leadership was not won within -timeout
-//	75   run, lead: the lock or leadership was lost while CMD ran
-//	126  run, lead: CMD could not be started
-//	127  run, lead: CMD was not found
-//	128+N  zklock was interrupted by signal N while waiting for the lock or
-//	       leadership
+//	3    leader: the election has no leader; queue requeue: no such dead
+//	     letter
+//	73   run, lead: the lock or leadership was not won within -timeout;
+//	     queue take -once: no item came within -timeout
+//	75   run, lead: the lock or leadership was lost while CMD ran; queue
+//	     take: the claim on the item was lost while CMD ran
+//	126  run, lead, queue take: CMD could not be started
+//	127  run, lead, queue take: CMD was not found
+//	128+N  zklock was interrupted by signal N while waiting for the lock,
+//	       leadership, or (queue take -once) an item
 //
 // A CMD that itself exits with 73 or 75 is indistinguishable by status
 // alone; zklock's own failures are also reported on stderr.
@@ -77,6 +140,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes"
@@ -85,14 +149,15 @@ import (
 
 // Exit statuses; see the package doc.
 const (
-	exitOK       = 0
-	exitFailure  = 1
-	exitUsage    = 2
-	exitNoLeader = 3
-	exitTimeout  = 73 // EX_CANTCREAT
-	exitLost     = 75 // EX_TEMPFAIL
-	exitNoExec   = 126
-	exitNotFound = 127
+	exitOK           = 0
+	exitFailure      = 1
+	exitUsage        = 2
+	exitNoLeader     = 3
+	exitNoDeadLetter = 3  // queue requeue
+	exitTimeout      = 73 // EX_CANTCREAT
+	exitLost         = 75 // EX_TEMPFAIL
+	exitNoExec       = 126
+	exitNotFound     = 127
 )
 
 // connectTimeout bounds how long a command waits for a ZooKeeper session.
@@ -107,10 +172,16 @@ type cli struct {
 	servers        string
 	sessionTimeout time.Duration
 	verbosity      verbosity
+	json           bool   // -json: print listings as JSON
+	metricsAddr    string // -metrics: serve Prometheus metrics there
 
 	stdout, stderr io.Writer
 	log            *slog.Logger
 	synopsis       string // of the command being run, for usage errors
+	listing        bool   // the command prints a listing: -json applies
+
+	metricsMu sync.Mutex
+	metrics   *metricsServer // started by the first connect, with -metrics
 }
 
 // usageError is bad input: it is printed with the usage, and zklock exits 2.
@@ -142,6 +213,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	if c.servers == "" {
 		c.servers = "127.0.0.1:2181"
 	}
+	defer c.stopMetrics()
 	fs := c.flagSet("zklock")
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	if err := fs.Parse(args); err != nil {
@@ -153,8 +225,10 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	commands := map[string]func([]string) (int, error){
 		"run":     c.run,
 		"holders": c.holders,
+		"watch":   c.watch,
 		"lead":    c.lead,
 		"leader":  c.leader,
+		"queue":   c.queue,
 		"demo":    c.demo,
 	}
 	cmd, ok := commands[fs.Arg(0)]
@@ -176,17 +250,32 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 }
 
 const usage = `Usage:
-  zklock [-zk SERVERS] [-session-timeout D] [-v] COMMAND [ARGS]
+  zklock [-zk SERVERS] [-session-timeout D] [-v] [-json] [-metrics ADDR] COMMAND [ARGS]
 
 Commands:
   run [-timeout D] [-data S] [-grace D] PATH -- CMD [ARGS...]
         hold the lock at PATH while CMD runs (ZKLOCK_TOKEN = fencing token)
   holders PATH
         list the lock's holder and waiters
+  watch [-once] PATH
+        show the line of a lock, semaphore or election live: holder, waiters,
+        time in line; redrawn on every change
   lead [-timeout D] [-value S] [-grace D] PATH -- CMD [ARGS...]
         once elected leader at PATH, run CMD (ZKLOCK_TOKEN = term); then resign
   leader PATH
         print the election's leader (exit 3 if none)
+  queue put [-key K] [-delay D] PATH [DATA...]
+        put each DATA (else each line of stdin) in the queue at PATH; print ids
+  queue take [-once] [-timeout D] [-max-attempts N] [-backoff D] [-grace D]
+             PATH -- CMD [ARGS...]
+        run CMD for each item: data on stdin, ZKLOCK_JOB_ID, ZKLOCK_JOB_ATTEMPT;
+        ack the item if CMD exits 0, else give it back; until SIGINT/SIGTERM
+  queue ls PATH
+        count the pending items and the dead letters
+  queue dead PATH
+        list the dead letters
+  queue requeue PATH ID...
+        put dead letters back at the end of the queue
   demo [-workers N] [-rounds R] [-path P] [-hold D]
         show N sessions taking turns on one lock
 
@@ -194,13 +283,23 @@ Common flags (before or after COMMAND):
   -zk SERVERS          comma-separated host:port list ($ZK_CONNECT, else 127.0.0.1:2181)
   -session-timeout D   ZooKeeper session timeout (default 10s)
   -v                   log at info level; -v -v for debug
+  -json                print listings as JSON (holders, leader, watch, queue put/ls/dead)
+  -metrics ADDR        serve Prometheus metrics at http://ADDR/metrics while zklock runs
 
-Exit status: 0 ok (run, lead: CMD's status, 128+N if it died of signal N),
-1 failure, 2 bad usage, 3 leader: no leader,
-73 run, lead: lock or leadership not won within -timeout,
-75 run, lead: lock or leadership lost while CMD ran,
-126/127 run, lead: CMD cannot be run / not found,
-128+N interrupted by signal N while waiting for the lock or leadership.
+Exit status:
+  0      ok; run, lead, queue take -once: CMD's status (128+N if it died of
+         signal N); watch, queue take: stopped by SIGINT/SIGTERM or -timeout
+  1      failure (ZooKeeper unreachable or failing, a demo check failed)
+  2      bad usage
+  3      leader: no leader; queue requeue: no such dead letter
+  73     run, lead: lock or leadership not won within -timeout;
+         queue take -once: no item within -timeout
+  75     run, lead: lock or leadership lost while CMD ran;
+         queue take: claim on the item lost while CMD ran
+  126    run, lead, queue take: CMD cannot be run
+  127    run, lead, queue take: CMD not found
+  128+N  interrupted by signal N while waiting for the lock, leadership,
+         or an item (queue take -once)
 `
 
 // usage reports bad input with the usage of the command, if one was given.
@@ -221,6 +320,8 @@ func (c *cli) flagSet(name string) *flag.FlagSet {
 	fs.StringVar(&c.servers, "zk", c.servers, "ZooKeeper `servers`, comma-separated host:port")
 	fs.DurationVar(&c.sessionTimeout, "session-timeout", c.sessionTimeout, "ZooKeeper session timeout")
 	fs.Var(&c.verbosity, "v", "more logging (repeat for more)")
+	fs.BoolVar(&c.json, "json", c.json, "print listings as JSON")
+	fs.StringVar(&c.metricsAddr, "metrics", c.metricsAddr, "serve Prometheus metrics at http://`ADDR`/metrics")
 	return fs
 }
 
@@ -240,6 +341,13 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, synopsis string) error {
 	}
 	if c.sessionTimeout <= 0 {
 		return usagef("-session-timeout must be positive")
+	}
+	if c.json && !c.listing {
+		name := strings.Fields(synopsis)[:1]
+		if name[0] == "queue" {
+			name = strings.Fields(synopsis)[:2]
+		}
+		return usagef("-json: %s prints no listing (holders, leader, watch, queue put, ls and dead do)", strings.Join(name, " "))
 	}
 	level := slog.LevelWarn - slog.Level(4*c.verbosity)
 	c.log = slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
@@ -267,16 +375,50 @@ func (c *cli) connect(ctx context.Context, log *slog.Logger) (*zkrecipes.Session
 	if err != nil {
 		return nil, err
 	}
+	opts := []zkrecipes.Option{zkrecipes.WithSessionTimeout(c.sessionTimeout), zkrecipes.WithLogger(log)}
+	if c.metricsAddr != "" {
+		m, err := c.startMetrics()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, zkrecipes.WithMeterProvider(m.provider))
+	}
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	s, err := zkrecipes.Connect(ctx, servers,
-		zkrecipes.WithSessionTimeout(c.sessionTimeout),
-		zkrecipes.WithLogger(log))
+	s, err := zkrecipes.Connect(ctx, servers, opts...)
 	if err != nil {
 		return nil, err
 	}
 	log.Info("connected", "session", fmt.Sprintf("0x%x", s.ID()), "timeout", s.Timeout())
 	return s, nil
+}
+
+// startMetrics starts serving -metrics, once: every session of the command
+// records to the same MeterProvider.
+func (c *cli) startMetrics() (*metricsServer, error) {
+	c.metricsMu.Lock()
+	defer c.metricsMu.Unlock()
+	if c.metrics == nil {
+		m, err := startMetrics(c.metricsAddr)
+		if err != nil {
+			return nil, err
+		}
+		c.metrics = m
+		fmt.Fprintf(c.stderr, "zklock: serving metrics at http://%s/metrics\n", m.addr)
+	}
+	return c.metrics, nil
+}
+
+// stopMetrics stops serving -metrics, if it was started.
+func (c *cli) stopMetrics() {
+	c.metricsMu.Lock()
+	defer c.metricsMu.Unlock()
+	if c.metrics != nil {
+		if err := c.metrics.close(); err != nil {
+			c.log.Warn("stopping the metrics server", "err", err)
+		}
+		c.metrics = nil
+	}
 }
 
 // checkPath validates a lock path given on the command line.

@@ -248,7 +248,7 @@ func TestRunTimeoutAndHolders(t *testing.T) {
 // TestRunLeaseLost deletes the holder's node from another session: zklock
 // must stop CMD (SIGTERM, then SIGKILL as CMD ignores SIGTERM) and exit 75.
 func TestRunLeaseLost(t *testing.T) {
-	testLossStopsCMD(t, "run", func(ctx context.Context, s *zkrecipes.Session, path string) (string, error) {
+	testLossStopsCMD(t, "run", nil, func(ctx context.Context, s *zkrecipes.Session, path string) (string, error) {
 		m, err := zklock.NewMutex(s, path)
 		if err != nil {
 			return "", err
@@ -261,18 +261,22 @@ func TestRunLeaseLost(t *testing.T) {
 	}, "lost the lock on ", "deleted by another client")
 }
 
-// testLossStopsCMD starts `zklock VERB PATH -- CMD` with a CMD that ignores
-// SIGTERM, deletes the node that node finds from another session, and checks
-// that zklock stops CMD (SIGTERM, then SIGKILL), exits 75 and says why:
-// stderr must contain want[0]+PATH and the rest of want.
-func testLossStopsCMD(t *testing.T, verb string, node func(context.Context, *zkrecipes.Session, string) (string, error), want ...string) {
+// testLossStopsCMD starts `zklock VERB PATH -- CMD` (VERB may be two words,
+// as "queue take") with a CMD that ignores SIGTERM, deletes the node that
+// node finds from another session, and checks that zklock stops CMD
+// (SIGTERM, then SIGKILL), exits 75 and says why: stderr must contain
+// want[0]+PATH and the rest of want. prepare, if not nil, runs first.
+func testLossStopsCMD(t *testing.T, verb string, prepare func(addr, path string), node func(context.Context, *zkrecipes.Session, string) (string, error), want ...string) {
 	addr := zktest.Start(t).Addr()
 	defer goleak.VerifyNone(t)
 	path := lockPath(t)
 	held := filepath.Join(t.TempDir(), "held")
+	if prepare != nil {
+		prepare(addr, path)
+	}
 
-	cmd := zklockCmd(t, addr, verb, "-grace", "300ms", path, "--",
-		"sh", "-c", `trap "" TERM; touch "$1"; while :; do sleep 0.1; done`, "sh", held)
+	cmd := zklockCmd(t, addr, append(strings.Fields(verb), "-grace", "300ms", path, "--",
+		"sh", "-c", `trap "" TERM; touch "$1"; while :; do sleep 0.1; done`, "sh", held)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +421,7 @@ func TestLeadTimeoutAndLeader(t *testing.T) {
 // TestLeadLost deletes the leader's node from another session: zklock must
 // stop CMD (SIGTERM, then SIGKILL as CMD ignores SIGTERM) and exit 75.
 func TestLeadLost(t *testing.T) {
-	testLossStopsCMD(t, "lead", func(ctx context.Context, s *zkrecipes.Session, path string) (string, error) {
+	testLossStopsCMD(t, "lead", nil, func(ctx context.Context, s *zkrecipes.Session, path string) (string, error) {
 		el, err := zklock.NewElection(s, path)
 		if err != nil {
 			return "", err
@@ -491,6 +495,31 @@ func TestBadInput(t *testing.T) {
 		{[]string{"leader", "-timeout", "1s", "/a"}, "flag provided but not defined"},
 		{[]string{"demo", "-workers", "0"}, "-workers must be at least 1"},
 		{[]string{"demo", "extra"}, `unexpected argument "extra"`},
+		{[]string{"-json", "run", "/a", "--", "true"}, "-json: run prints no listing"},
+		{[]string{"lead", "-json", "/a", "--", "true"}, "-json: lead prints no listing"},
+		{[]string{"-json", "demo"}, "-json: demo prints no listing"},
+		{[]string{"queue"}, "queue: missing subcommand"},
+		{[]string{"queue", "frob", "/q"}, `queue: unknown subcommand "frob"`},
+		{[]string{"queue", "-nosuchflag", "ls", "/q"}, "flag provided but not defined"},
+		{[]string{"queue", "put"}, "queue put: missing PATH"},
+		{[]string{"queue", "put", "relative", "x"}, "must be absolute"},
+		{[]string{"queue", "put", "-key", "k", "/q", "a", "b"}, "-key is for one item, got 2"},
+		{[]string{"queue", "put", "-delay", "-1s", "/q", "a"}, "-delay must not be negative"},
+		{[]string{"queue", "take"}, "queue take: missing PATH"},
+		{[]string{"queue", "take", "/q"}, "missing -- and CMD"},
+		{[]string{"queue", "take", "/q", "--"}, "missing CMD"},
+		{[]string{"queue", "take", "/q", "-once", "--", "true"}, "flags go before PATH"},
+		{[]string{"queue", "take", "-max-attempts", "-1", "/q", "--", "true"}, "-max-attempts must not be negative"},
+		{[]string{"queue", "take", "-timeout", "-1s", "/q", "--", "true"}, "-timeout must not be negative"},
+		{[]string{"queue", "take", "-json", "/q", "--", "true"}, "-json: queue take prints no listing"},
+		{[]string{"queue", "ls"}, "queue ls: missing PATH"},
+		{[]string{"queue", "ls", "/q", "/r"}, "queue ls: want one PATH"},
+		{[]string{"queue", "dead", "/zookeeper/q"}, "reserved"},
+		{[]string{"queue", "requeue", "/q"}, "missing ID"},
+		{[]string{"watch"}, "watch: want one PATH"},
+		{[]string{"watch", "/a", "/b"}, "watch: want one PATH"},
+		{[]string{"watch", "a"}, "must be absolute"},
+		{[]string{"watch", "-timeout", "1s", "/a"}, "flag provided but not defined"},
 	} {
 		// No server is needed: bad input is refused before connecting.
 		cmd := exec.Command(binary(t), tc.args...)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	iofs "io/fs"
 	"os"
 	"os/exec"
@@ -129,7 +130,16 @@ func (c *cli) hold(h held) (int, error) {
 		return code, err
 	}
 	defer s.Close() // if the release fails, this removes the node
-	code, lost := c.supervise(h, lease, sigs)
+	out := c.supervise(child{
+		argv:  h.argv,
+		env:   []string{"ZKLOCK_TOKEN=" + strconv.FormatInt(lease.Token(), 10)},
+		stdin: os.Stdin,
+		what:  h.what,
+		grace: h.grace,
+		lost:  lease.Done(),
+		err:   lease.Err,
+	}, sigs)
+	code, lost := out.code, out.lost
 
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
@@ -207,21 +217,49 @@ func (c *cli) take(ctx context.Context, h held) (*zkrecipes.Session, *zklock.Lea
 	return s, lease, release, nil
 }
 
-// supervise runs CMD while the lease is held: ZKLOCK_TOKEN is the lease's
-// token, SIGINT and SIGTERM are forwarded, and if the lease is lost CMD gets
-// SIGTERM, then SIGKILL h.grace later. It returns CMD's exit status, and
-// whether the lease was lost before CMD exited.
-func (c *cli) supervise(h held, lease *zklock.Lease, sigs <-chan os.Signal) (int, bool) {
-	argv := h.argv
+// child is a CMD that zklock runs while it holds something: a lock, a
+// leadership, the claim on a queue's item.
+type child struct {
+	argv  []string
+	env   []string  // added to zklock's environment
+	stdin io.Reader // os.Stdin, or the item's data
+	what  string    // what is held, for messages: "the lock on /a"
+	grace time.Duration
+
+	// lost is closed when what is held ends; err then says why. Until CMD
+	// exits nothing is given up, so an end is a loss.
+	lost <-chan struct{}
+	err  func() error // nil while held
+}
+
+// outcome is how a child ended.
+type outcome struct {
+	code    int       // CMD's exit status, or exitLost, exitNoExec, exitNotFound
+	started bool      // CMD was started
+	lost    bool      // what was held was lost before CMD exited
+	signal  os.Signal // the last signal forwarded to CMD, if any
+}
+
+// supervise runs CMD while ch's hold lasts: SIGINT and SIGTERM are
+// forwarded, and if the hold is lost CMD gets SIGTERM, then SIGKILL ch.grace
+// later.
+func (c *cli) supervise(ch child, sigs <-chan os.Signal) outcome {
+	argv := ch.argv
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.stdout, c.stderr
-	cmd.Env = append(os.Environ(), "ZKLOCK_TOKEN="+strconv.FormatInt(lease.Token(), 10))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = ch.stdin, c.stdout, c.stderr
+	cmd.Env = append(os.Environ(), ch.env...)
+	if _, ok := ch.stdin.(*os.File); !ok {
+		// The item's data is copied in by a goroutine that Wait waits
+		// for: once CMD has exited, a process it left behind holding
+		// the pipe without reading must not hold zklock up.
+		cmd.WaitDelay = time.Second
+	}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(c.stderr, "zklock: %v\n", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, iofs.ErrNotExist) {
-			return exitNotFound, false
+			return outcome{code: exitNotFound}
 		}
-		return exitNoExec, false
+		return outcome{code: exitNoExec}
 	}
 	exited := make(chan struct{})
 	go func() {
@@ -229,31 +267,35 @@ func (c *cli) supervise(h held, lease *zklock.Lease, sigs <-chan os.Signal) (int
 		close(exited)
 	}()
 
-	leaseDone := lease.Done()
+	out := outcome{started: true}
+	lost := ch.lost
 	var kill <-chan time.Time
 	for {
 		select {
 		case <-exited:
-			if err := lease.Err(); err != nil {
-				if leaseDone != nil { // lost just as CMD exited
-					fmt.Fprintf(c.stderr, "zklock: lost %s: %v\n", h.what, err)
+			if err := ch.err(); err != nil {
+				if lost != nil { // lost just as CMD exited
+					fmt.Fprintf(c.stderr, "zklock: lost %s: %v\n", ch.what, err)
 				}
-				return exitLost, true
+				out.code, out.lost = exitLost, true
+				return out
 			}
-			return exitStatus(cmd.ProcessState), false
+			out.code = exitStatus(cmd.ProcessState)
+			return out
 		case sig := <-sigs:
 			c.log.Info("forwarding signal", "signal", sig, "pid", cmd.Process.Pid)
 			_ = cmd.Process.Signal(sig)
-		case <-leaseDone:
-			leaseDone = nil
+			out.signal = sig
+		case <-lost:
+			lost = nil
 			fmt.Fprintf(c.stderr, "zklock: lost %s while %s ran: %v; sending SIGTERM to pid %d\n",
-				h.what, argv[0], lease.Err(), cmd.Process.Pid)
+				ch.what, argv[0], ch.err(), cmd.Process.Pid)
 			_ = cmd.Process.Signal(syscall.SIGTERM)
-			kill = time.After(h.grace)
+			kill = time.After(ch.grace)
 		case <-kill:
 			kill = nil
 			fmt.Fprintf(c.stderr, "zklock: %s still running %v after SIGTERM; sending SIGKILL to pid %d\n",
-				argv[0], h.grace, cmd.Process.Pid)
+				argv[0], ch.grace, cmd.Process.Pid)
 			_ = cmd.Process.Kill()
 		}
 	}

@@ -39,6 +39,10 @@ var (
 	errModified = errors.New("our node was modified by another client")
 )
 
+// ErrUnsettled marks the loss of a holding whose release had been sent,
+// but not answered, when its session ended: the release may have landed.
+var ErrUnsettled = errors.New("the release was sent, and the session ended before its answer")
+
 // ErrGone is what a ReleaseFunc returns when what it releases was gone
 // already (or moved on, for a claim whose item was claimed again).
 var ErrGone = errors.New("gone")
@@ -83,10 +87,11 @@ type Owner struct {
 	lost   chan struct{} // closed when lost
 	reqs   chan *request
 
-	hold    *telemetry.Hold
-	version atomic.Int32 // the node's data version, as the holder left it
-	mu      sync.Mutex
-	err     error // nil while held
+	hold      *telemetry.Hold
+	version   atomic.Int32 // the node's data version, as the holder left it
+	mu        sync.Mutex
+	err       error // nil while held
+	unsettled bool  // lost with a release sent and not answered
 
 	// The rest belongs to the goroutine (run).
 	defRelease ReleaseFunc
@@ -196,12 +201,18 @@ func (o *Owner) ask(ctx context.Context, r *request) error {
 	}
 }
 
-// final is what a request gets once the holding has ended.
+// final is what a release gets once the holding has ended.
 func (o *Owner) final() error {
-	if err := o.Err(); !errors.Is(err, o.released) {
-		return err
+	o.mu.Lock()
+	err, unsettled := o.err, o.unsettled
+	o.mu.Unlock()
+	switch {
+	case errors.Is(err, o.released):
+		return nil
+	case unsettled:
+		return fmt.Errorf("%w: %w", ErrUnsettled, err)
 	}
-	return nil
+	return err
 }
 
 // run is the owner: it does one thing at a time (a release, a write, a
@@ -427,6 +438,7 @@ func (o *Owner) end(why error) {
 	o.err = why
 	reason := ""
 	if !errors.Is(why, o.released) {
+		o.unsettled = o.release != nil && o.release.sent
 		close(o.lost)
 		switch {
 		case errors.Is(why, errModified):

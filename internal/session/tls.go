@@ -109,11 +109,10 @@ func (t *tlsTransport) Connected() {
 	t.last = t.curr
 }
 
-// dial connects with the base dialer and does the TLS handshake, both
-// within timeout.
+// dial connects with the base dialer within timeout, then does the TLS
+// handshake within timeout: go-zookeeper's one second is short for both
+// over a long round trip (TLS 1.2 takes two more).
 func (t *tlsTransport) dial(network, address string, timeout time.Duration) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
 	raw, err := t.base(network, address, timeout)
 	if err != nil {
 		t.failed(address, err)
@@ -125,9 +124,15 @@ func (t *tlsTransport) dial(network, address string, timeout time.Duration) (net
 		cfg.ServerName = t.serverName(address)
 	}
 	c := tls.Client(raw, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	if err := c.HandshakeContext(ctx); err != nil {
 		_ = raw.Close()
-		err = fmt.Errorf("TLS handshake with %s: %w", address, err)
+		if ctx.Err() != nil {
+			err = fmt.Errorf("TLS handshake with %s not done within %v", address, timeout)
+		} else {
+			err = fmt.Errorf("TLS handshake with %s: %w", address, err)
+		}
 		t.failed(address, err)
 		return nil, err
 	}

@@ -86,7 +86,7 @@ func (t *T) attrs(kv ...attribute.KeyValue) metric.MeasurementOption {
 	for _, a := range kv {
 		key.WriteString(string(a.Key))
 		key.WriteByte('=')
-		key.WriteString(a.Value.Emit())
+		key.WriteString(a.Value.String())
 		key.WriteByte(';')
 	}
 	if o, ok := t.sets.Load(key.String()); ok {

@@ -17,16 +17,23 @@ package wire
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // NodePrefix starts the names of the nodes the recipes create. The zxid in
 // the reply to a create of such a node is recorded until Created claims it.
 const NodePrefix = "_zkr_"
+
+// errMoved says why the transport carries nothing more.
+var errMoved = errors.New("the server answered with another session than this client's: its session is over")
 
 // maxCreated bounds the Czxids recorded and not yet claimed. Every recipe
 // claims the Czxid of each node it creates as soon as the create returns,
@@ -40,6 +47,8 @@ type Transport struct {
 	touch     atomic.Int64 // nanoseconds since epoch: server heard from us at or after this
 	sessionID atomic.Int64 // from the latest connect response; 0 once expired
 	timeoutMs atomic.Int32 // negotiated, from the latest connect response
+	first     atomic.Int64 // the session id of the first connect response
+	moved     atomic.Bool  // a connect response named another session: carry nothing more
 
 	createdMu sync.Mutex
 	created   map[string]int64 // path of a created recipe node -> its Czxid
@@ -108,6 +117,9 @@ func (t *Transport) advance(at int64) {
 // Dialer wraps d so every connection it makes is watched.
 func (t *Transport) Dialer(d func(network, address string, timeout time.Duration) (net.Conn, error)) func(string, string, time.Duration) (net.Conn, error) {
 	return func(network, address string, timeout time.Duration) (net.Conn, error) {
+		if t.moved.Load() {
+			return nil, errMoved
+		}
 		c, err := d(network, address, timeout)
 		if err != nil {
 			return nil, err
@@ -142,7 +154,16 @@ func (c *watchedConn) SetReadDeadline(d time.Time) error {
 	return c.Conn.SetReadDeadline(d)
 }
 
+// Write passes the client's requests on. It refuses them once the server
+// has answered a connect with another session than the first (go-zookeeper
+// would go on, quietly, as a new session: requests meant for the old one,
+// whose ephemeral nodes are gone, would land in the new one). Its errors
+// wrap zk.ErrConnectionClosed, which is what go-zookeeper hands the
+// request's caller: the request may or may not have been sent.
 func (c *watchedConn) Write(p []byte) (int, error) {
+	if c.t.moved.Load() {
+		return 0, fmt.Errorf("%w: %w", zk.ErrConnectionClosed, errMoved)
+	}
 	at := c.t.now()
 	c.wmu.Lock()
 	c.w.feed(p, func(first bool, head []byte) int {
@@ -163,7 +184,11 @@ func (c *watchedConn) Write(p []byte) (int, error) {
 		return 0
 	})
 	c.wmu.Unlock()
-	return c.Conn.Write(p)
+	n, err := c.Conn.Write(p)
+	if err != nil {
+		err = fmt.Errorf("%w: %w", zk.ErrConnectionClosed, err)
+	}
+	return n, err
 }
 
 func (c *watchedConn) Read(p []byte) (int, error) {
@@ -182,6 +207,11 @@ func (c *watchedConn) reply(first bool, head []byte) int {
 		// connect response: protocolVersion, timeout, sessionId, ...
 		timeout := int32(binary.BigEndian.Uint32(head[4:8]))
 		sid := int64(binary.BigEndian.Uint64(head[8:16]))
+		if first := c.t.first.Load(); first == 0 {
+			c.t.first.Store(sid)
+		} else if sid != first {
+			c.t.moved.Store(true)
+		}
 		c.t.sessionID.Store(sid)
 		if sid != 0 {
 			c.t.timeoutMs.Store(timeout)

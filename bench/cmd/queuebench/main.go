@@ -1,0 +1,265 @@
+// Command queuebench compares fairqueue with the ZooKeeper queues a user
+// would otherwise pick, on one server: kazoo's Queue (at most once) and
+// LockingQueue (at least once), Curator's DistributedQueue with a lock path
+// (at least once) and SimpleDistributedQueue (at most once), from Debian's
+// packages (interop/install.sh). Every implementation runs the same loop in
+// each round, in an order that rotates from round to round: -producers
+// producers and -consumers consumers, each its own session, putting small
+// payloads and taking (and acking) as fast as they can for -warmup, then
+// -d measured. It prints items/s (consumed, acked where the queue has an
+// ack), take latency (take call to item in hand) and the ratio of
+// fairqueue's items/s to each other's, round by round.
+//
+// Then fairqueue alone, consumer scaling: -work of simulated work per job,
+// for each of -scale consumer counts, with producers keeping a backlog; it
+// prints acked items/s per consumer count and writes the curve to
+// -out/queue-scaling.csv and -out/queue-scaling.png.
+//
+//	go run ./cmd/queuebench -zk 127.0.0.1:2181 -rounds 5 -d 5s -scale 1,4,16,64
+//	go run ./cmd/queuebench -quick   # 2 rounds of 3s, scaling 1,4
+//
+// Any error in any worker (a lost claim or lock included: no faults are
+// injected) stops the run with exit status 1.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/bench"
+	"github.com/zkrecipes/zkrecipes/bench/queue"
+)
+
+type config struct {
+	servers        []string
+	impls          []queue.Impl
+	loop           queue.Loop
+	rounds         int
+	compare, scale bool
+	counts         []int
+	work           time.Duration
+	scaleProducers int
+	scaleBacklog   int
+	scaleRounds    int
+	out            string
+	kazooPoll      time.Duration
+}
+
+func main() {
+	addr := os.Getenv("ZK_CONNECT")
+	if addr == "" {
+		addr = "127.0.0.1:2181"
+	}
+	flag.StringVar(&addr, "zk", addr, "ZooKeeper servers, comma-separated host:port (default: $ZK_CONNECT, else 127.0.0.1:2181)")
+	impls := flag.String("impls", "all", "implementations to compare, comma-separated: all, or some of "+fmt.Sprint(queue.Impls))
+	producers := flag.Int("producers", 4, "producers, each its own session")
+	consumers := flag.Int("consumers", 4, "consumers, each its own session")
+	d := flag.Duration("d", 5*time.Second, "measured time of each implementation in each round")
+	warmup := flag.Duration("warmup", 2*time.Second, "unmeasured run before -d, in each round")
+	rounds := flag.Int("rounds", 5, "rounds of the comparison")
+	payload := flag.Int("payload", 16, "bytes per item")
+	kazooPoll := flag.Duration("kazoo-poll", 2*time.Millisecond, "sleep of a kazoo.Queue consumer after get finds the queue empty (it has no blocking get)")
+	mode := flag.String("mode", "all", "all, compare (the table only) or scale (the curve only)")
+	scale := flag.String("scale", "1,4,16,64", "consumer counts of the scaling curve")
+	work := flag.Duration("work", 10*time.Millisecond, "simulated work per job in the scaling curve")
+	scaleProducers := flag.Int("scale-producers", 0, "producers in the scaling curve (0: max(4, consumers/8))")
+	scaleBacklog := flag.Int("scale-backlog", 0, "items the scaling producers keep pending (0: max(200, 10 x consumers))")
+	scaleRounds := flag.Int("scale-rounds", 3, "rounds per consumer count of the scaling curve")
+	out := flag.String("out", "results", "directory for queue-scaling.csv and queue-scaling.png")
+	quick := flag.Bool("quick", false, "a short try: -rounds 2 -warmup 1s -d 3s -scale 1,4 -scale-rounds 1 -out results/quick, where not set")
+	flag.Parse()
+
+	if *quick {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for name, v := range map[string]string{"rounds": "2", "warmup": "1s", "d": "3s", "scale": "1,4",
+			"scale-rounds": "1", "out": filepath.Join("results", "quick")} {
+			if !set[name] {
+				_ = flag.Set(name, v)
+			}
+		}
+	}
+
+	c := config{servers: strings.Split(addr, ","), rounds: *rounds, work: *work, scaleProducers: *scaleProducers,
+		scaleBacklog: *scaleBacklog, scaleRounds: *scaleRounds, out: *out, kazooPoll: *kazooPoll,
+		loop: queue.Loop{Producers: *producers, Consumers: *consumers, Warmup: *warmup, Duration: *d, Payload: *payload}}
+	var err error
+	switch *mode {
+	case "all":
+		c.compare, c.scale = true, true
+	case "compare":
+		c.compare = true
+	case "scale":
+		c.scale = true
+	default:
+		err = fmt.Errorf("-mode: want all, compare or scale, not %q", *mode)
+	}
+	if err == nil {
+		c.impls, err = queue.ParseImpls(*impls)
+	}
+	if err == nil {
+		c.counts, err = parseCounts(*scale)
+	}
+	if err == nil && (c.rounds < 1 || c.scaleRounds < 1 || *d <= 0 || *warmup < 0 || *producers < 1 || *consumers < 1 || *payload < 0 || *work < 0) {
+		err = errors.New("-rounds, -scale-rounds, -d, -producers and -consumers must be positive; -warmup, -payload and -work not negative")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "queuebench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = run(ctx, c)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "queuebench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseCounts(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-scale: bad consumer count %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func run(ctx context.Context, c config) (err error) {
+	b, err := queue.New(ctx, c.servers)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, b.Close()) }()
+	b.KazooPoll = c.kazooPoll
+	fmt.Printf("ZooKeeper %s; GOMAXPROCS=%d, %s; %d CPUs\n", strings.Join(c.servers, ","), runtime.GOMAXPROCS(0), runtime.Version(), runtime.NumCPU())
+	if c.compare {
+		if err := compare(ctx, b, c); err != nil {
+			return err
+		}
+	}
+	if c.scale {
+		if c.compare {
+			fmt.Println()
+		}
+		if err := scale(ctx, b, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// compare runs the rounds of the comparison and prints its table.
+func compare(ctx context.Context, b *queue.Bench, c config) error {
+	l := c.loop
+	fmt.Printf("%d producers x %d consumers, each its own session; %d-byte items; %d rounds of %v warm-up + %v measured per implementation; the order rotates each round\n",
+		l.Producers, l.Consumers, l.Payload, c.rounds, l.Warmup, l.Duration)
+	perSec := map[queue.Impl][]float64{}
+	putsPerSec := map[queue.Impl][]float64{}
+	left := map[queue.Impl][]float64{}
+	take := map[queue.Impl][]time.Duration{}
+	for r := range c.rounds {
+		order := slices.Concat(c.impls[r%len(c.impls):], c.impls[:r%len(c.impls)])
+		for _, impl := range order {
+			res, err := b.Run(ctx, impl, l)
+			if err != nil {
+				return fmt.Errorf("round %d: %w", r+1, err)
+			}
+			perSec[impl] = append(perSec[impl], res.PerSec())
+			putsPerSec[impl] = append(putsPerSec[impl], res.PutsPerSec())
+			left[impl] = append(left[impl], float64(res.Left()))
+			take[impl] = append(take[impl], res.Take...)
+			fmt.Fprintf(os.Stderr, "round %d: %-31s %7.0f items/s  %7.0f puts/s  take p50 %s  left %d\n",
+				r+1, impl, res.PerSec(), res.PutsPerSec(), ms(bench.Percentile(res.Take, 50)), res.Left())
+		}
+	}
+	fmt.Println("items/s: items consumed (acked, where the queue has an ack) per second, median over rounds; puts/s likewise;")
+	fmt.Println("take: from the take call to the item in hand, over all rounds; left: items put and not consumed by a round's end, median;")
+	fmt.Println("fairqueue/x: median (min-max) over rounds of fairqueue's items/s over x's in the same round")
+	fmt.Printf("%-31s  %-13s  %8s  %8s  %10s  %10s  %7s  %s\n", "implementation", "delivery", "items/s", "puts/s", "take p50", "take p99", "left", "fairqueue/x")
+	for _, impl := range c.impls {
+		ratio := ""
+		if fq, ok := perSec[queue.FairQueue]; ok && impl != queue.FairQueue {
+			var rs []float64
+			for i, x := range perSec[impl] {
+				rs = append(rs, fq[i]/x)
+			}
+			ratio = fmt.Sprintf("%.2f (%.2f-%.2f)", bench.Median(rs), slices.Min(rs), slices.Max(rs))
+		}
+		fmt.Printf("%-31s  %-13s  %8.0f  %8.0f  %10s  %10s  %7.0f  %s\n", impl, impl.Delivery(),
+			bench.Median(perSec[impl]), bench.Median(putsPerSec[impl]),
+			ms(bench.Percentile(take[impl], 50)), ms(bench.Percentile(take[impl], 99)), bench.Median(left[impl]), ratio)
+	}
+	return nil
+}
+
+// scale measures fairqueue's consumer-scaling curve, prints it and writes
+// its CSV and PNG.
+func scale(ctx context.Context, b *queue.Bench, c config) error {
+	l := c.loop
+	fmt.Printf("Consumer scaling, fairqueue alone: %v of work per job (take, work, ack); %d rounds of %v warm-up + %v measured per consumer count;\n",
+		c.work, c.scaleRounds, l.Warmup, l.Duration)
+	fmt.Println("producers put only while fewer than the backlog target are pending. ideal: consumers / work;")
+	fmt.Println("min backlog: fewest items pending at any 2ms sample (0: consumers may have waited for producers)")
+	var pts []queue.Point
+	for _, n := range c.counts {
+		sl := queue.ScaleLoop{Consumers: n, Producers: c.scaleProducers, Backlog: c.scaleBacklog, Work: c.work,
+			Warmup: l.Warmup, Duration: l.Duration, Payload: l.Payload}
+		if sl.Producers == 0 {
+			sl.Producers = max(4, n/8)
+		}
+		if sl.Backlog == 0 {
+			sl.Backlog = max(200, 10*n)
+		}
+		var rs []queue.ScaleResult
+		for r := range c.scaleRounds {
+			res, err := b.Scale(ctx, sl)
+			if err != nil {
+				return fmt.Errorf("scaling, %d consumers, round %d: %w", n, r+1, err)
+			}
+			rs = append(rs, res)
+			fmt.Fprintf(os.Stderr, "scaling: %d consumers, round %d: %.0f acked/s, min backlog %d\n", n, r+1, res.PerSec(), res.MinBacklog)
+		}
+		pts = append(pts, queue.Summarize(rs))
+	}
+	fmt.Printf("%9s  %9s  %7s  %8s  %8s  %8s  %10s  %10s  %11s\n", "consumers", "producers", "backlog", "acked/s", "ideal/s", "of ideal", "take p50", "take p99", "min backlog")
+	for _, p := range pts {
+		fmt.Printf("%9d  %9d  %7d  %8.0f  %8.0f  %7.0f%%  %10s  %10s  %11d\n", p.Consumers, p.Producers, p.Backlog,
+			p.PerSec, p.Ideal, 100*p.PerSec/p.Ideal, ms(p.TakeP50), ms(p.TakeP99), p.MinBacklog)
+	}
+	if err := os.MkdirAll(c.out, 0o755); err != nil {
+		return err
+	}
+	csvPath := filepath.Join(c.out, "queue-scaling.csv")
+	f, err := os.Create(csvPath)
+	if err != nil {
+		return err
+	}
+	err = queue.WriteCSV(f, pts)
+	if err = errors.Join(err, f.Close()); err != nil {
+		return err
+	}
+	pngPath := filepath.Join(c.out, "queue-scaling.png")
+	title := fmt.Sprintf("fairqueue: acked items/s by consumers, %v of work per job", c.work)
+	if err := queue.PlotPNG(pngPath, title, pts); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s and %s\n", csvPath, pngPath)
+	return nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d)/1e6) }

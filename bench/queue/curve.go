@@ -1,0 +1,38 @@
+package queue
+
+import (
+	"slices"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes/bench"
+)
+
+// Point is one point of the consumer-scaling curve: a consumer count's
+// rounds, summed up.
+type Point struct {
+	Consumers, Producers int
+	Backlog              int // the producers' target of pending items
+	Work                 time.Duration
+	Rounds               int
+	PerSec               float64 // acked items/s, median over rounds
+	Min, Max             float64 // acked items/s, lowest and highest round
+	Ideal                float64 // Consumers jobs per Work
+	TakeP50, TakeP99     time.Duration
+	MinBacklog           int64 // the lowest over all rounds
+}
+
+// Summarize makes the point of one consumer count's rounds (at least one).
+func Summarize(rs []ScaleResult) Point {
+	p := Point{Consumers: rs[0].Consumers, Producers: rs[0].Producers, Backlog: rs[0].Backlog, Work: rs[0].Work,
+		Rounds: len(rs), Ideal: rs[0].Ideal(), MinBacklog: rs[0].MinBacklog}
+	var perSec []float64
+	var take []time.Duration
+	for _, r := range rs {
+		perSec = append(perSec, r.PerSec())
+		take = append(take, r.Take...)
+		p.MinBacklog = min(p.MinBacklog, r.MinBacklog)
+	}
+	p.PerSec, p.Min, p.Max = bench.Median(perSec), slices.Min(perSec), slices.Max(perSec)
+	p.TakeP50, p.TakeP99 = bench.Percentile(take, 50), bench.Percentile(take, 99)
+	return p
+}

@@ -1,0 +1,143 @@
+package queue
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/fairqueue"
+)
+
+// opTimeout bounds each Put and Ack, so that a stuck server fails the round
+// instead of hanging it.
+const opTimeout = 30 * time.Second
+
+// runFairqueue runs the loop with fairqueue in this process: one session
+// and one Queue per worker, through fairqueue's public API only.
+func runFairqueue(ctx context.Context, servers []string, path string, l Loop) ([]Report, error) {
+	qs, closeAll, err := openFairqueues(ctx, servers, path, l.Producers+l.Consumers)
+	defer closeAll()
+	if err != nil {
+		return nil, err
+	}
+	payload := bytes.Repeat([]byte{'x'}, l.Payload)
+	reports := make([]Report, len(qs))
+	w := newWindow(time.Now(), l)
+	var wg sync.WaitGroup
+	for i, q := range qs {
+		wg.Go(func() {
+			if i < l.Producers {
+				reports[i] = produce(ctx, q, fmt.Sprintf("producer-%d", i), payload, w, nil, nil)
+			} else {
+				reports[i] = consume(ctx, q, fmt.Sprintf("consumer-%d", i-l.Producers), w, l.Work, nil)
+			}
+		})
+	}
+	wg.Wait()
+	return reports, nil
+}
+
+// openFairqueues connects n sessions and opens the queue at path on each.
+// closeAll closes the sessions opened, also on error.
+func openFairqueues(ctx context.Context, servers []string, path string, n int) (qs []*fairqueue.Queue, closeAll func(), err error) {
+	var ss []*zkrecipes.Session
+	closeAll = func() {
+		var wg sync.WaitGroup
+		for _, s := range ss {
+			wg.Go(func() { s.Close() })
+		}
+		wg.Wait()
+	}
+	for range n {
+		s, err := zkrecipes.Connect(ctx, servers, zkrecipes.WithSessionTimeout(sessionTimeout))
+		if err != nil {
+			return nil, closeAll, err
+		}
+		ss = append(ss, s)
+		q, err := fairqueue.New(s, path)
+		if err != nil {
+			return nil, closeAll, err
+		}
+		qs = append(qs, q)
+	}
+	return qs, closeAll, nil
+}
+
+// produce puts until the window ends. If gate is set, it puts only while
+// gate says so (and sleeps a moment otherwise); put, if set, counts every
+// item put.
+func produce(ctx context.Context, q *fairqueue.Queue, name string, payload []byte, w window, gate func() bool, put *atomic.Int64) Report {
+	rep := Report{Worker: name}
+	for time.Now().Before(w.end) {
+		if gate != nil && !gate() {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, opTimeout)
+		_, err := q.Put(pctx, payload)
+		cancel()
+		if err != nil {
+			rep.Error = err.Error()
+			return rep
+		}
+		if put != nil {
+			put.Add(1)
+		}
+		rep.PutsAll++
+		if w.in(time.Now()) {
+			rep.Puts++
+		}
+	}
+	return rep
+}
+
+// consume takes, works and acks until the window ends; a Take still
+// waiting then is given up. taken, if set, counts every item taken.
+func consume(ctx context.Context, q *fairqueue.Queue, name string, w window, work time.Duration, taken *atomic.Int64) Report {
+	rep := Report{Worker: name}
+	tctx, cancel := context.WithDeadline(ctx, w.end)
+	defer cancel()
+	for {
+		t0 := time.Now()
+		if !t0.Before(w.end) {
+			return rep
+		}
+		j, err := q.Take(tctx)
+		if err != nil {
+			if tctx.Err() != nil && ctx.Err() == nil {
+				return rep // the window is over
+			}
+			rep.Error = err.Error()
+			return rep
+		}
+		got := time.Now()
+		if taken != nil {
+			taken.Add(1)
+		}
+		if w.in(got) {
+			rep.TakeUS = append(rep.TakeUS, got.Sub(t0).Microseconds())
+		}
+		if work > 0 {
+			time.Sleep(work)
+		}
+		actx, cancelAck := context.WithTimeout(ctx, opTimeout)
+		err = j.Ack(actx)
+		cancelAck()
+		if err != nil {
+			if errors.Is(err, fairqueue.ErrClaimLost) {
+				err = fmt.Errorf("claim lost with no fault injected: %w", err)
+			}
+			rep.Error = err.Error()
+			return rep
+		}
+		rep.AckedAll++
+		if w.in(time.Now()) {
+			rep.Acked++
+		}
+	}
+}

@@ -1,0 +1,481 @@
+// Command chaosclient is one client process of the chaos suite: the
+// harness (package chaos) starts several, pauses them with SIGSTOP, kills
+// them with SIGKILL and freezes their connections, and reads what they did
+// from their standard output (package record: one JSON event per line).
+//
+// Each process runs every workload, each on a ZooKeeper session of its own,
+// all dialled through one zktest.Freezer so that "freeze" cuts the whole
+// process off the ensemble:
+//
+//   - mutex: Lock, then, holding the lease, read the fenced register and
+//     write back the value read plus one, presenting the lease's token with
+//     both; Unlock.
+//   - election: Campaign, lead for a while, Resign; and, on another session,
+//     Observe the same election.
+//   - semaphore: Acquire one of the permits, hold it a while, Unlock.
+//   - queue: Put (only with -produce), and Take, then Ack.
+//
+// Commands on standard input, one a line: "freeze MS" (cut every
+// connection for MS milliseconds), "quiesce" (stop acquiring, campaigning
+// and putting; consumers and observers go on). The process exits when its
+// standard input ends.
+//
+// -unfenced breaks the mutex workload on purpose: the holder neither looks
+// at its lease before writing nor shows its token to the register, the
+// way a client of a lock without fencing writes. The harness must then
+// find lost updates whenever a holder is paused past its lease.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/chaos/record"
+	"github.com/zkrecipes/zkrecipes/fairqueue"
+	"github.com/zkrecipes/zkrecipes/zklock"
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+type client struct {
+	servers  []string
+	root     string
+	reg      string
+	timeout  time.Duration
+	hold     time.Duration
+	permits  int
+	unfenced bool
+	produce  bool
+
+	out     *record.Writer
+	freezer zktest.Freezer
+	quiet   chan struct{} // closed by "quiesce"
+	ops     atomic.Int64
+}
+
+func main() {
+	var (
+		zkAddrs = flag.String("zk", "", "ZooKeeper servers, comma-separated")
+		root    = flag.String("root", "/chaos", "znode under which the workloads live")
+		reg     = flag.String("register", "", "address of the fenced register")
+		slot    = flag.Int("slot", 0, "this client's slot")
+		inc     = flag.Int("inc", 0, "incarnation of the slot")
+		timeout = flag.Duration("session", 3*time.Second, "session timeout")
+		hold    = flag.Duration("hold", 80*time.Millisecond, "how long the mutex holder works between its read and its write")
+		permits = flag.Int("permits", 2, "semaphore permits")
+		work    = flag.String("workloads", "mutex,election,semaphore,queue", "workloads to run")
+		produce = flag.Bool("produce", false, "put items on the queue")
+		unfence = flag.Bool("unfenced", false, "BROKEN ON PURPOSE: write without the token and without looking at the lease")
+	)
+	flag.Parse()
+	c := &client{
+		servers: strings.Split(*zkAddrs, ","), root: *root, reg: *reg,
+		timeout: *timeout, hold: *hold, permits: *permits, unfenced: *unfence, produce: *produce,
+		out:   record.NewWriter(os.Stdout, *slot, *inc),
+		quiet: make(chan struct{}),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for w := range strings.SplitSeq(*work, ",") {
+		var role func(context.Context)
+		switch w {
+		case record.Mutex:
+			role = c.mutex
+		case record.Election:
+			role = c.election
+			wg.Add(1)
+			go func() { defer wg.Done(); c.observe(ctx) }()
+		case record.Semaphore:
+			role = c.semaphore
+		case record.Queue:
+			role = c.consume
+			if c.produce {
+				wg.Add(1)
+				go func() { defer wg.Done(); c.producer(ctx) }()
+			}
+		default:
+			fmt.Fprintf(os.Stderr, "chaosclient: unknown workload %q\n", w)
+			os.Exit(2)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); role(ctx) }()
+	}
+	c.out.Emit(record.Event{K: record.Ready})
+	c.commands()
+	cancel()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+// commands reads standard input until it ends.
+func (c *client) commands() {
+	sc := bufio.NewScanner(os.Stdin)
+	var quiesce sync.Once
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 2 && f[0] == "freeze":
+			ms, err := strconv.Atoi(f[1])
+			if err != nil {
+				continue
+			}
+			c.freezer.Freeze()
+			c.out.Emit(record.Event{K: record.Frozen, N: ms})
+			time.AfterFunc(time.Duration(ms)*time.Millisecond, func() {
+				c.freezer.Thaw()
+				c.out.Emit(record.Event{K: record.Thawed})
+			})
+		case len(f) == 1 && f[0] == "quiesce":
+			quiesce.Do(func() { close(c.quiet) })
+			c.out.Emit(record.Event{K: record.Quiet})
+		}
+	}
+}
+
+func (c *client) quiesced() bool {
+	select {
+	case <-c.quiet:
+		return true
+	default:
+		return false
+	}
+}
+
+// connect returns a new session, retrying until ctx ends.
+func (c *client) connect(ctx context.Context) (*zkrecipes.Session, error) {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		s, err := zkrecipes.Connect(cctx, c.servers,
+			zkrecipes.WithSessionTimeout(c.timeout), zkrecipes.WithDialer(c.freezer.Dial))
+		cancel()
+		if err == nil {
+			return s, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		sleep(ctx, 200*time.Millisecond)
+	}
+}
+
+// sessions calls work with live sessions, one after another, until ctx
+// ends or the process is quiesced (when stopAtQuiet).
+func (c *client) sessions(ctx context.Context, stopAtQuiet bool, work func(ctx context.Context, s *zkrecipes.Session)) {
+	for ctx.Err() == nil && !(stopAtQuiet && c.quiesced()) {
+		s, err := c.connect(ctx)
+		if err != nil {
+			return
+		}
+		sctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-s.Done():
+				if err := s.Err(); !errors.Is(err, zkrecipes.ErrClosed) {
+					c.out.Emit(record.Event{K: record.Ended, Sid: s.ID(), Err: fmt.Sprint(err)})
+				}
+			case <-sctx.Done():
+			}
+			cancel()
+		}()
+		work(sctx, s)
+		cancel()
+		s.Close()
+	}
+}
+
+// watch emits Lost when l ends other than by its own release.
+func (c *client) watch(w string, l *zklock.Lease) {
+	go func() {
+		<-l.Done()
+		if err := l.Err(); !errors.Is(err, zklock.ErrReleased) {
+			c.out.Emit(record.Event{W: w, K: record.Lost, Tok: l.Token(), Err: fmt.Sprint(err)})
+		}
+	}()
+}
+
+// release emits Release, ends the lease with end and emits Unlocked.
+func (c *client) release(w string, l *zklock.Lease, end func(context.Context) error) {
+	c.out.Emit(record.Event{W: w, K: record.Release, Tok: l.Token()})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := end(ctx)
+	e := record.Event{W: w, K: record.Unlocked, Tok: l.Token()}
+	if err != nil {
+		e.Err = err.Error()
+		if errors.Is(err, zklock.ErrLockLost) {
+			e.F = "lost"
+		}
+	}
+	c.out.Emit(e)
+}
+
+func (c *client) mutex(ctx context.Context) {
+	reg := &register{addr: c.reg, out: c.out}
+	defer reg.close()
+	c.sessions(ctx, true, func(ctx context.Context, s *zkrecipes.Session) {
+		m, err := zklock.NewMutex(s, c.root+"/mutex")
+		if err != nil {
+			fail(err)
+		}
+		for ctx.Err() == nil && !c.quiesced() {
+			c.out.Emit(record.Event{W: record.Mutex, K: record.Acquiring, Sid: s.ID()})
+			lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			l, err := m.Lock(lctx)
+			cancel()
+			if err != nil {
+				continue
+			}
+			c.out.Emit(record.Event{W: record.Mutex, K: record.Grant, Tok: l.Token(), Sid: s.ID()})
+			c.watch(record.Mutex, l)
+			c.critical(ctx, reg, l)
+			c.release(record.Mutex, l, l.Unlock)
+			sleep(ctx, jitter(20*time.Millisecond))
+		}
+	})
+}
+
+// critical is the work done under the lock: read the register, work, write
+// back what was read plus one. Each request shows the lease's token; the
+// register refuses tokens lower than the highest it has seen.
+func (c *client) critical(ctx context.Context, reg *register, l *zklock.Lease) {
+	tok := l.Token()
+	if c.unfenced {
+		tok = 0 // no token: the register cannot tell a stale holder
+	}
+	held := func() bool { return c.unfenced || l.Err() == nil }
+	if !held() {
+		return
+	}
+	v, ok := reg.read(c.opID(), tok)
+	if !ok {
+		return
+	}
+	time.Sleep(c.hold/2 + jitter(c.hold)) // working; not cut short: a paused holder also carries on
+	if !held() {
+		return
+	}
+	reg.write(c.opID(), tok, v, v+1)
+}
+
+func (c *client) opID() string {
+	return fmt.Sprintf("%d.%d.%d", c.out.P, c.out.Inc, c.ops.Add(1))
+}
+
+func (c *client) election(ctx context.Context) {
+	c.sessions(ctx, true, func(ctx context.Context, s *zkrecipes.Session) {
+		el, err := zklock.NewElection(s, c.root+"/election")
+		if err != nil {
+			fail(err)
+		}
+		value := []byte(fmt.Sprintf("client %d.%d", c.out.P, c.out.Inc))
+		for ctx.Err() == nil && !c.quiesced() {
+			c.out.Emit(record.Event{W: record.Election, K: record.Acquiring, Sid: s.ID()})
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			l, err := el.Campaign(cctx, value)
+			cancel()
+			if err != nil {
+				continue
+			}
+			c.out.Emit(record.Event{W: record.Election, K: record.Grant, Tok: l.Token(), Sid: s.ID()})
+			c.watch(record.Election, l.Lease)
+			select {
+			case <-time.After(200*time.Millisecond + jitter(400*time.Millisecond)):
+			case <-l.Done():
+			case <-ctx.Done():
+			}
+			c.release(record.Election, l.Lease, l.Resign)
+			sleep(ctx, jitter(50*time.Millisecond))
+		}
+	})
+}
+
+// observe reports every leader Observe tells of, until the process ends.
+func (c *client) observe(ctx context.Context) {
+	c.sessions(ctx, false, func(ctx context.Context, s *zkrecipes.Session) {
+		el, err := zklock.NewElection(s, c.root+"/election")
+		if err != nil {
+			fail(err)
+		}
+		for l := range el.Observe(ctx) {
+			c.out.Emit(record.Event{W: record.Observe, K: record.Obs, Tok: l.Token, ID: l.Path, Sid: s.ID()})
+		}
+	})
+}
+
+func (c *client) semaphore(ctx context.Context) {
+	c.sessions(ctx, true, func(ctx context.Context, s *zkrecipes.Session) {
+		sm, err := zklock.NewSemaphore(s, c.root+"/semaphore", c.permits)
+		if err != nil {
+			fail(err)
+		}
+		for ctx.Err() == nil && !c.quiesced() {
+			c.out.Emit(record.Event{W: record.Semaphore, K: record.Acquiring, Sid: s.ID()})
+			actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			l, err := sm.Acquire(actx)
+			cancel()
+			if err != nil {
+				continue
+			}
+			c.out.Emit(record.Event{W: record.Semaphore, K: record.Grant, Tok: l.Token(), Sid: s.ID()})
+			c.watch(record.Semaphore, l)
+			select {
+			case <-time.After(50*time.Millisecond + jitter(200*time.Millisecond)):
+			case <-l.Done():
+			case <-ctx.Done():
+			}
+			c.release(record.Semaphore, l, l.Unlock)
+			sleep(ctx, jitter(50*time.Millisecond))
+		}
+	})
+}
+
+func (c *client) producer(ctx context.Context) {
+	n := 0
+	c.sessions(ctx, true, func(ctx context.Context, s *zkrecipes.Session) {
+		q, err := fairqueue.New(s, c.root+"/queue")
+		if err != nil {
+			fail(err)
+		}
+		for ctx.Err() == nil && !c.quiesced() {
+			n++
+			d := fmt.Sprintf("p%d.%d.%d", c.out.P, c.out.Inc, n)
+			c.out.Emit(record.Event{W: record.Queue, K: record.Put, D: d})
+			pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			id, err := q.Put(pctx, []byte(d))
+			cancel()
+			if err != nil {
+				c.out.Emit(record.Event{W: record.Queue, K: record.PutErr, D: d, Err: err.Error(), Unknown: errors.Is(err, fairqueue.ErrOutcomeUnknown) || zkrecipes.IsAmbiguous(err)})
+			} else {
+				c.out.Emit(record.Event{W: record.Queue, K: record.PutOK, D: d, ID: id})
+			}
+			sleep(ctx, 100*time.Millisecond+jitter(100*time.Millisecond))
+		}
+	})
+}
+
+func (c *client) consume(ctx context.Context) {
+	c.sessions(ctx, false, func(ctx context.Context, s *zkrecipes.Session) {
+		q, err := fairqueue.New(s, c.root+"/queue")
+		if err != nil {
+			fail(err)
+		}
+		for ctx.Err() == nil {
+			tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			j, err := q.Take(tctx)
+			cancel()
+			if err != nil {
+				continue
+			}
+			c.out.Emit(record.Event{W: record.Queue, K: record.Take, ID: j.ID(), D: string(j.Data()), N: j.Attempt(), Sid: s.ID()})
+			time.Sleep(jitter(40 * time.Millisecond))
+			actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err = j.Ack(actx)
+			cancel()
+			if err != nil {
+				lost := errors.Is(err, fairqueue.ErrClaimLost) && !errors.Is(err, fairqueue.ErrOutcomeUnknown)
+				c.out.Emit(record.Event{W: record.Queue, K: record.AckErr, ID: j.ID(), D: string(j.Data()), Err: err.Error(), Unknown: !lost})
+			} else {
+				c.out.Emit(record.Event{W: record.Queue, K: record.Ack, ID: j.ID(), D: string(j.Data())})
+			}
+		}
+	})
+}
+
+// register is the client side of the fenced register (see package chaos):
+// lines "R op tok" and "W op tok expect value", answered "OK value",
+// "OK" or "REJ".
+type register struct {
+	addr string
+	out  *record.Writer
+	conn net.Conn
+	rd   *bufio.Reader
+}
+
+func (r *register) read(op string, tok int64) (int64, bool) {
+	r.out.Emit(record.Event{W: record.Mutex, K: record.Call, Op: op, F: "r", Tok: tok})
+	reply, err := r.do(fmt.Sprintf("R %s %d\n", op, tok))
+	if err != nil {
+		return 0, false // no reply: the harness's log of the register says what happened
+	}
+	if reply == "REJ" {
+		r.out.Emit(record.Event{W: record.Mutex, K: record.Ret, Op: op, F: "r", Rej: true})
+		return 0, false
+	}
+	v, err := strconv.ParseInt(strings.TrimPrefix(reply, "OK "), 10, 64)
+	if err != nil {
+		fail(fmt.Errorf("register: %q", reply))
+	}
+	r.out.Emit(record.Event{W: record.Mutex, K: record.Ret, Op: op, F: "r", V: v})
+	return v, true
+}
+
+func (r *register) write(op string, tok, expect, v int64) {
+	r.out.Emit(record.Event{W: record.Mutex, K: record.Call, Op: op, F: "w", Tok: tok, X: expect, V: v})
+	reply, err := r.do(fmt.Sprintf("W %s %d %d %d\n", op, tok, expect, v))
+	if err != nil {
+		return
+	}
+	r.out.Emit(record.Event{W: record.Mutex, K: record.Ret, Op: op, F: "w", Rej: reply == "REJ"})
+}
+
+func (r *register) do(req string) (string, error) {
+	if r.conn == nil {
+		c, err := net.DialTimeout("tcp", r.addr, 5*time.Second)
+		if err != nil {
+			return "", err
+		}
+		r.conn, r.rd = c, bufio.NewReader(c)
+	}
+	r.conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := r.conn.Write([]byte(req)); err != nil {
+		r.close()
+		return "", err
+	}
+	line, err := r.rd.ReadString('\n')
+	if err != nil {
+		r.close()
+		return "", err
+	}
+	return strings.TrimSpace(line), nil
+}
+
+func (r *register) close() {
+	if r.conn != nil {
+		r.conn.Close()
+		r.conn = nil
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+}
+
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return rand.N(d)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "chaosclient:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,117 @@
+// Package record is what the chaos suite's client processes tell the
+// harness: one JSON event per line on their standard output, stamped with
+// the machine's monotonic clock, which every process on the machine shares.
+package record
+
+import (
+	"encoding/json"
+	"io"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Now is CLOCK_MONOTONIC in nanoseconds: the same clock in every process on
+// the machine, unaffected by changes of the wall clock, and running while a
+// process is stopped.
+func Now() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		panic(err)
+	}
+	return ts.Nano()
+}
+
+// Workloads.
+const (
+	Mutex     = "mutex"
+	Election  = "election"
+	Observe   = "observe"
+	Semaphore = "semaphore"
+	Queue     = "queue"
+)
+
+// Kinds of events.
+const (
+	// A lease of a lock, a permit or a leadership (Mutex, Semaphore,
+	// Election).
+	Acquiring = "acquiring" // about to call Lock, Acquire or Campaign
+	Grant     = "grant"     // it returned a lease: Tok, Sid
+	Lost      = "lost"      // the lease's Done closed without a release: Tok, Err
+	Release   = "release"   // about to call Unlock or Resign: Tok
+	Unlocked  = "unlocked"  // Unlock or Resign returned: Tok, Err
+
+	// Operations on the fenced register (Mutex).
+	Call = "call" // Op, F ("r" or "w"), Tok; for a write X (value read) and V (value written)
+	Ret  = "ret"  // Op, F, Rej, V (value read)
+
+	// An election observer's news (Observe): Tok (term), ID (leader's node, "" for none), Sid.
+	Obs = "obs"
+
+	// The queue (Queue).
+	Put    = "put"    // about to Put: D (payload)
+	PutOK  = "putok"  // D, ID
+	PutErr = "puterr" // D, Err, Unknown
+	Take   = "take"   // ID, D, N (attempt), Sid
+	Ack    = "ack"    // ID, D
+	AckErr = "ackerr" // ID, D, Err, Unknown
+
+	// A session of the process ended other than by its own Close: Sid, Err.
+	Ended = "ended"
+
+	// The process.
+	Ready  = "ready"  // connected and working
+	Frozen = "frozen" // its connections are frozen for N milliseconds
+	Thawed = "thawed"
+	Quiet  = "quiet" // quiesced: no new acquires or puts
+)
+
+// Event is one line a client process writes.
+type Event struct {
+	P       int    `json:"p"`           // the client's slot
+	Inc     int    `json:"i"`           // which incarnation of the slot (restarts count up)
+	W       string `json:"w,omitempty"` // workload
+	K       string `json:"k"`           // kind
+	T       int64  `json:"t"`           // Now() when it happened
+	Sid     int64  `json:"s,omitempty"`
+	Tok     int64  `json:"tok,omitempty"`
+	Op      string `json:"op,omitempty"`
+	F       string `json:"f,omitempty"`
+	X       int64  `json:"x,omitempty"`
+	V       int64  `json:"v,omitempty"`
+	Rej     bool   `json:"rej,omitempty"`
+	ID      string `json:"id,omitempty"`
+	D       string `json:"d,omitempty"`
+	N       int    `json:"n,omitempty"`
+	Err     string `json:"err,omitempty"`
+	Unknown bool   `json:"unk,omitempty"`
+}
+
+// Writer writes events as lines, one write per event, so that a process
+// killed with SIGKILL loses at most the event it was writing.
+type Writer struct {
+	mu  sync.Mutex
+	w   io.Writer
+	P   int
+	Inc int
+}
+
+// NewWriter writes events of slot p, incarnation inc to w.
+func NewWriter(w io.Writer, p, inc int) *Writer { return &Writer{w: w, P: p, Inc: inc} }
+
+// Emit stamps e with the slot and incarnation (and with Now() when e.T is
+// zero) and writes it.
+func (w *Writer) Emit(e Event) {
+	e.P, e.Inc = w.P, w.Inc
+	if e.T == 0 {
+		e.T = Now()
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		panic(err)
+	}
+	b = append(b, '\n')
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, _ = w.w.Write(b)
+}

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/zktest"
+)
+
+// run runs `zklock args...` to completion and returns its stdout; it fails
+// the test unless the exit status is want.
+func run(t *testing.T, addr string, want int, args ...string) string {
+	t.Helper()
+	cmd := zklockCmd(t, addr, args...)
+	if got := status(t, cmd); got != want {
+		t.Fatalf("zklock %q: exit status %d, want %d; stderr:\n%s", args, got, want, stderr(cmd))
+	}
+	return stdout(cmd)
+}
+
+// runJSON runs `zklock args...`, which must exit 0, and decodes its stdout
+// into v.
+func runJSON(t *testing.T, addr string, v any, args ...string) {
+	t.Helper()
+	out := run(t, addr, 0, args...)
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("zklock %q: %v; stdout:\n%s", args, err, out)
+	}
+}
+
+// queueCounts returns what `zklock queue ls -json` says.
+func queueCounts(t *testing.T, addr, path string) (pending, dead int) {
+	t.Helper()
+	var ls jsonQueueLs
+	runJSON(t, addr, &ls, "queue", "ls", "-json", path)
+	if ls.Path != path {
+		t.Fatalf("queue ls -json: path %q, want %q", ls.Path, path)
+	}
+	return ls.Pending, ls.Dead
+}
+
+// readFile returns a file's content, failing the test if it cannot.
+func readFile(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// withStderrFile sends cmd's stderr to a file, which the test may read
+// while cmd runs (a bytes.Buffer would be written concurrently), and
+// returns its name.
+func withStderrFile(t *testing.T, cmd *exec.Cmd) string {
+	t.Helper()
+	name := filepath.Join(t.TempDir(), "stderr")
+	f, err := os.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	cmd.Stderr = f
+	return name
+}
+
+// waitFor waits until cond holds, failing the test with what() after 30s.
+func waitFor(t *testing.T, cond func() bool, what func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatal(what())
+}
+
+// TestQueuePutTake puts items from arguments and stdin and takes them with
+// -once and in a loop: the item's data on CMD's stdin, its id and attempt
+// in the environment, ack on exit 0, back in its place otherwise.
+func TestQueuePutTake(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t).Addr()
+	path := lockPath(t)
+	dir := t.TempDir()
+
+	ids := strings.Fields(run(t, addr, 0, "queue", "put", path, "a", "b"))
+	put := zklockCmd(t, addr, "queue", "put", "-json", path)
+	put.Stdin = strings.NewReader("c\nd\n")
+	if got := status(t, put); got != 0 {
+		t.Fatalf("queue put from stdin: exit status %d; stderr:\n%s", got, stderr(put))
+	}
+	var fromStdin jsonPut
+	if err := json.Unmarshal([]byte(stdout(put)), &fromStdin); err != nil {
+		t.Fatalf("queue put -json: %v: %s", err, stdout(put))
+	}
+	ids = append(ids, fromStdin.IDs...)
+	keyed := strings.TrimSpace(run(t, addr, 0, "queue", "put", "-key", "k1", path, "e"))
+	if again := strings.TrimSpace(run(t, addr, 0, "queue", "put", "-key", "k1", path, "e")); again != keyed {
+		t.Errorf("queue put -key again: id %q, want the first put's %q", again, keyed)
+	}
+	ids = append(ids, keyed)
+	if len(ids) != 5 || !slices.IsSorted(ids) || len(slices.Compact(slices.Clone(ids))) != 5 {
+		t.Fatalf("ids %q: want 5 distinct ids in queue order", ids)
+	}
+	if p, d := queueCounts(t, addr, path); p != 5 || d != 0 {
+		t.Fatalf("queue ls: %d pending, %d dead; want 5, 0", p, d)
+	}
+	want := regexp.MustCompile(`^QUEUE +PENDING +DEAD\n` + regexp.QuoteMeta(path) + ` +5 +0\n$`)
+	if out := run(t, addr, 0, "queue", "ls", path); !want.MatchString(out) {
+		t.Errorf("queue ls printed:\n%s\nwant a match for %s", out, want)
+	}
+
+	data, env := filepath.Join(dir, "data"), filepath.Join(dir, "env")
+	takeOnce := func(want int, script string) {
+		t.Helper()
+		run(t, addr, want, "queue", "take", "-once", path, "--", "sh", "-c",
+			`printf '%s %s' "$ZKLOCK_JOB_ID" "$ZKLOCK_JOB_ATTEMPT" > "$2"; cat > "$1"; `+script, "sh", data, env)
+	}
+	check := func(wantData, wantEnv string) {
+		t.Helper()
+		if got := readFile(t, data); got != wantData {
+			t.Errorf("CMD's stdin: %q, want %q", got, wantData)
+		}
+		if got := readFile(t, env); got != wantEnv {
+			t.Errorf("ZKLOCK_JOB_ID and ZKLOCK_JOB_ATTEMPT: %q, want %q", got, wantEnv)
+		}
+	}
+	takeOnce(0, "")
+	check("a", ids[0]+" 1")
+	takeOnce(3, "exit 3") // given back at its place: delivered next
+	check("b", ids[1]+" 1")
+	takeOnce(0, "")
+	check("b", ids[1]+" 2")
+	if p, _ := queueCounts(t, addr, path); p != 3 {
+		t.Fatalf("queue ls after two acks: %d pending, want 3", p)
+	}
+
+	// The loop takes the rest, in order, and stops cleanly on SIGTERM
+	// once it is waiting for more.
+	out := filepath.Join(dir, "out")
+	loop := zklockCmd(t, addr, "-v", "queue", "take", path, "--", "sh", "-c", `cat >> "$1"; echo >> "$1"`, "sh", out)
+	errFile := withStderrFile(t, loop)
+	if err := loop.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The last item settled: from then on a signal stops the loop, not CMD.
+	settled := fmt.Sprintf("msg=settled id=%s ack=true", ids[4])
+	waitFor(t, func() bool { return strings.Contains(readFile(t, errFile), settled) },
+		func() string { return "the loop did not ack the last item; stderr:\n" + readFile(t, errFile) })
+	loop.Process.Signal(syscall.SIGTERM)
+	if err := loop.Wait(); err != nil {
+		t.Fatalf("take loop after SIGTERM: %v, want exit status 0; stderr:\n%s", err, readFile(t, errFile))
+	}
+	if got := readFile(t, out); got != "c\nd\ne\n" {
+		t.Errorf("the loop's CMDs got %q, want \"c\\nd\\ne\\n\"", got)
+	}
+	if p, d := queueCounts(t, addr, path); p != 0 || d != 0 {
+		t.Fatalf("queue ls after the loop: %d pending, %d dead; want 0, 0", p, d)
+	}
+
+	// Nothing left: -once -timeout gives up with 73; the loop with
+	// -timeout stops with 0.
+	run(t, addr, exitTimeout, "queue", "take", "-once", "-timeout", "100ms", path, "--", "true")
+	run(t, addr, 0, "queue", "take", "-timeout", "100ms", path, "--", "true")
+
+	// A delayed item is not pending until due; its id is the delayed
+	// entry's.
+	if id := run(t, addr, 0, "queue", "put", "-delay", "1h", path, "later"); !strings.HasPrefix(id, "d-") {
+		t.Errorf("queue put -delay: id %q, want d-...", id)
+	}
+	if p, _ := queueCounts(t, addr, path); p != 0 {
+		t.Errorf("queue ls with only a delayed item: %d pending, want 0", p)
+	}
+}
+
+// TestQueueDeadLetters sends items to the dead letters with -max-attempts,
+// lists them (text and JSON, binary data as base64) and requeues one.
+func TestQueueDeadLetters(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t).Addr()
+	path := lockPath(t)
+
+	if out := run(t, addr, 0, "queue", "dead", path); out != path+": no dead letters\n" {
+		t.Errorf("queue dead on a new queue printed %q", out)
+	}
+	poison := strings.TrimSpace(run(t, addr, 0, "queue", "put", path, "poison"))
+	put := zklockCmd(t, addr, "queue", "put", path)
+	put.Stdin = strings.NewReader("\xff\x00\n")
+	if got := status(t, put); got != 0 {
+		t.Fatalf("queue put binary: exit status %d; stderr:\n%s", got, stderr(put))
+	}
+	binary := strings.TrimSpace(stdout(put))
+
+	// CMD fails on its first delivery: with -max-attempts 1, dead at once.
+	run(t, addr, 1, "queue", "take", "-once", "-max-attempts", "1", path, "--", "false")
+	run(t, addr, 1, "queue", "take", "-once", "-max-attempts", "1", path, "--", "false")
+	if p, d := queueCounts(t, addr, path); p != 0 || d != 2 {
+		t.Fatalf("queue ls: %d pending, %d dead; want 0, 2", p, d)
+	}
+	want := regexp.MustCompile(`^ID +ATTEMPTS +DATA\n` + regexp.QuoteMeta(poison) + ` +1 +poison\n` +
+		regexp.QuoteMeta(binary) + ` +1 +"\\xff\\x00"\n$`)
+	if out := run(t, addr, 0, "queue", "dead", path); !want.MatchString(out) {
+		t.Errorf("queue dead printed:\n%s\nwant a match for %s", out, want)
+	}
+	var dead jsonDead
+	runJSON(t, addr, &dead, "-json", "queue", "dead", path)
+	if len(dead.DeadLetters) != 2 {
+		t.Fatalf("queue dead -json: %+v, want 2 dead letters", dead)
+	}
+	if d := dead.DeadLetters[0]; d.ID != poison || d.Attempts != 1 || d.Data == nil || *d.Data != "poison" || d.Base64 != nil {
+		t.Errorf("queue dead -json: first %+v, want id %s, 1 attempt, data \"poison\"", d, poison)
+	}
+	if d := dead.DeadLetters[1]; d.ID != binary || d.Data != nil || string(d.Base64) != "\xff\x00" {
+		t.Errorf("queue dead -json: second %+v, want id %s, data_base64 of ff 00", d, binary)
+	}
+
+	if out := run(t, addr, 0, "queue", "requeue", path, poison); out != poison+" requeued\n" {
+		t.Errorf("queue requeue printed %q", out)
+	}
+	run(t, addr, exitNoDeadLetter, "queue", "requeue", path, poison)
+	if p, d := queueCounts(t, addr, path); p != 1 || d != 1 {
+		t.Fatalf("queue ls after requeue: %d pending, %d dead; want 1, 1", p, d)
+	}
+	if out := run(t, addr, 0, "queue", "take", "-once", path, "--", "cat"); out != "poison" {
+		t.Errorf("the requeued item's data: %q, want \"poison\"", out)
+	}
+}
+
+// TestQueueTakeSignals: a signal while take waits for an item ends it:
+// with -once as an interruption (128+N), in a loop as a clean stop (0).
+func TestQueueTakeSignals(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t).Addr()
+	path := lockPath(t)
+	for _, tc := range []struct {
+		args []string
+		sig  syscall.Signal
+		want int
+	}{
+		{[]string{"-once"}, syscall.SIGINT, 128 + int(syscall.SIGINT)},
+		{nil, syscall.SIGTERM, 0},
+	} {
+		args := append(append([]string{"-v", "queue", "take"}, tc.args...), path, "--", "true")
+		cmd := zklockCmd(t, addr, args...)
+		errFile := withStderrFile(t, cmd)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Signals are zklock's to handle from before it connects.
+		waitFor(t, func() bool { return strings.Contains(readFile(t, errFile), "msg=connected") },
+			func() string { return "zklock did not connect; stderr:\n" + readFile(t, errFile) })
+		cmd.Process.Signal(tc.sig)
+		cmd.Wait()
+		if got := cmd.ProcessState.ExitCode(); got != tc.want {
+			t.Errorf("%q: exit status %d after %v, want %d; stderr:\n%s", args, got, tc.sig, tc.want, readFile(t, errFile))
+		}
+	}
+}
+
+// TestQueueTakeClaimLost deletes the claim on the item from another
+// session: zklock must stop CMD (SIGTERM, then SIGKILL as CMD ignores
+// SIGTERM) and exit 75.
+func TestQueueTakeClaimLost(t *testing.T) {
+	testLossStopsCMD(t, "queue take -once", func(addr, path string) {
+		run(t, addr, 0, "queue", "put", path, "job")
+	}, func(ctx context.Context, s *zkrecipes.Session, path string) (string, error) {
+		// The claims are EPHEMERAL nodes in claims/ (see the fairqueue
+		// package doc).
+		claims, _, err := s.Conn().Children(path + "/claims")
+		if err != nil || len(claims) != 1 {
+			return "", fmt.Errorf("claims %v, %v; want the one claim", claims, err)
+		}
+		return path + "/claims/" + claims[0], nil
+	}, "lost the claim on ", "deleted by another client")
+}

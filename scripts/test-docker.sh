@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# test-docker.sh - `make test-docker`: the tests through zktest's Docker
+# sources of servers, end to end.
+#
+#  1. A Docker engine: the one that answers (DOCKER_HOST, or the default
+#     socket). Else, as root: install Debian's docker.io (with debootstrap,
+#     and docker-compose when there is no compose plugin) when missing, and
+#     start dockerd with setsid on a socket of its own,
+#     /run/zkrecipes-docker/docker.sock (log /var/log/zkrecipes-dockerd.log),
+#     so that other test runs on this machine do not see it and keep their
+#     own source of servers; it is stopped at the end.
+#  2. The image zookeeper:3.8: the one there (official, or the stand-in
+#     cached by an earlier run), else scripts/zk-image.sh builds the stand-in.
+#  3. testcontainers-go: zktest's tests and zklock's, with no ZK_CONNECT, so
+#     that zktest.Start runs a container (TESTCONTAINERS_RYUK_DISABLED=true
+#     unless set: zktest removes its containers itself).
+#  4. docker-compose.yml: scripts/zk-up.sh brings up the 3-server ensemble
+#     (client ports 2181-2183, or 2281-2283 when those are taken, e.g. by the
+#     local server `make test` leaves), the recipe tests run against it with
+#     ZK_CONNECT set to its three members, scripts/zk-down.sh removes it.
+#     Left to `make test`: the tests that inject faults (TestFault*,
+#     TestFinding*: connection cuts; *Frozen*: a partition), and those that
+#     assume one server: the watch tests read `wchp` from the first member,
+#     which knows only the watches of its own clients; TestFairness wants
+#     strict FIFO, which holds within fairqueue's grace of a few round trips,
+#     and on an ensemble the head's member may apply a put later than that.
+#  5. No container of ours is left: checked, then the engine is stopped if
+#     step 1 started it.
+#
+# In steps 3 and 4 a test that fails is run once more, and if it then
+# passes the run goes on and names it at the end: some tests count what
+# happens in a fixed time (TestElectionOneLeaderUnderChurn) and miss their
+# mark on a loaded machine, and on an ensemble a session may read from a
+# member that has not applied a peer's delete yet (zklock's requireNoNodes
+# reads without sync first).
+#
+# Environment: GO (default go), TEST_DOCKER_RECIPES (the packages of step 4,
+# default "./zklock/ ./fairqueue/"), TEST_DOCKER_SKIP (go test -skip of step 4).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+GO=${GO:-go}
+recipes=${TEST_DOCKER_RECIPES:-./zklock/ ./fairqueue/}
+skip=${TEST_DOCKER_SKIP:-TestFault|TestFinding|Frozen|WatchOnlyTheirPredecessor|WatchOneNodeEach|TestRWMutexWatches|TestFairness\$}
+project=zkrecipes-test # not the zkrecipes of a developer's own ensemble
+sockdir=/run/zkrecipes-docker
+enginelog=/var/log/zkrecipes-dockerd.log
+export TESTCONTAINERS_RYUK_DISABLED=${TESTCONTAINERS_RYUK_DISABLED:-true}
+
+say() { printf '\ntest-docker: %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+
+# gotest PACKAGES FLAGS...: go test -count=1 FLAGS PACKAGES. The tests that
+# fail are run once more; if they then pass, they are added to flaky.
+declare -a flaky=()
+gotest() {
+	local pkgs=$1 out failed
+	shift
+	out=$(mktemp)
+	# shellcheck disable=SC2086 # $pkgs is a list of packages
+	if "$GO" test -count=1 "$@" $pkgs 2>&1 | tee "$out"; then
+		rm -f "$out"
+		return 0
+	fi
+	failed=$(sed -n 's/^--- FAIL: \(Test[A-Za-z0-9_]*\).*/\1/p' "$out" | sort -u | paste -sd'|')
+	rm -f "$out"
+	[[ -n $failed ]] || return 1
+	say "failed: $failed; running them once more"
+	# shellcheck disable=SC2086
+	"$GO" test -count=1 "$@" -run "^($failed)\$" $pkgs || return 1
+	say "WARNING: $failed failed once, then passed"
+	flaky+=("$failed")
+}
+
+# Timings, printed at the end.
+declare -a times=()
+step_begin=$SECONDS
+step() { # step NAME: the previous step ends here
+	times+=("$(printf '%-40s %4ds' "$step_name" $((SECONDS - step_begin)))")
+	step_name=$1 step_begin=$SECONDS
+}
+step_name="engine"
+all_begin=$SECONDS
+
+engine_pid= # set when this script started dockerd
+zk_addr=    # set once zk-up.sh ran
+cleanup() {
+	local status=$?
+	set +e
+	if [[ -n $zk_addr ]]; then
+		say "removing the ensemble"
+		bash scripts/zk-down.sh "$zk_addr"
+	fi
+	if docker info >/dev/null 2>&1; then
+		# The watchdogs of zktest remove the containers of the test
+		# binaries as those exit: give them a moment.
+		local left=
+		for _ in $(seq 100); do
+			left=$(docker ps -aq --filter label=org.zkrecipes.zktest.owner)
+			left+=$(docker ps -aq --filter "label=com.docker.compose.project=$project")
+			[[ -z $left ]] && break
+			sleep 0.3
+		done
+		say "docker ps -a (no container of zktest's nor of project $project may be left):"
+		docker ps -a >&2
+		if [[ -n $left ]]; then
+			say "FAIL: containers left behind: $left"
+			status=1
+		fi
+	fi
+	if [[ -n $engine_pid ]]; then
+		say "stopping the Docker engine this script started (pid $engine_pid)"
+		kill "$engine_pid" 2>/dev/null
+		for _ in $(seq 150); do
+			kill -0 "$engine_pid" 2>/dev/null || break
+			sleep 0.2
+		done
+	fi
+	step "done"
+	say "timings:"
+	printf '  %s\n' "${times[@]}" >&2
+	printf '  %-40s %4ds\n' total $((SECONDS - all_begin)) >&2
+	((${#flaky[@]} == 0)) || say "WARNING: failed once, then passed: ${flaky[*]}"
+	if ((status == 0)); then say "PASS"; else say "FAIL (exit $status)"; fi
+	exit "$status"
+}
+trap cleanup EXIT
+
+# 1. The engine.
+engine_answers() { command -v docker >/dev/null 2>&1 && timeout 20 docker info >/dev/null 2>&1; }
+if engine_answers; then
+	say "a Docker engine answers (${DOCKER_HOST:-default socket}): using it"
+else
+	[[ $(id -u) == 0 ]] || die "no Docker engine answers, and only root may install and start one here: start Docker, or run as root"
+	need=()
+	command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+	command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+	if ! command -v docker-compose >/dev/null 2>&1 && ! docker compose version >/dev/null 2>&1; then
+		need+=(docker-compose)
+	fi
+	if ((${#need[@]})); then
+		say "installing ${need[*]} (apt-get)"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq
+		apt-get install -y -qq "${need[@]}" >/dev/null
+	fi
+	mkdir -p "$sockdir"
+	export DOCKER_HOST=unix://$sockdir/docker.sock
+	say "starting dockerd on $DOCKER_HOST (log $enginelog)"
+	setsid dockerd -H "$DOCKER_HOST" --pidfile "$sockdir/docker.pid" </dev/null >>"$enginelog" 2>&1 &
+	engine_pid=$!
+	for _ in $(seq 120); do
+		engine_answers && break
+		kill -0 "$engine_pid" 2>/dev/null || break
+		sleep 0.5
+	done
+	if ! engine_answers; then
+		tail -n 30 "$enginelog" >&2
+		die "dockerd did not start; see $enginelog"
+	fi
+fi
+docker version --format 'client {{.Client.Version}}, engine {{.Server.Version}}' >&2
+
+# 2. The image.
+step "image (scripts/zk-image.sh)"
+bash scripts/zk-image.sh
+
+# 3. testcontainers-go.
+step "testcontainers: zktest, zklock"
+say "go test ./zktest/ ./zklock/ through testcontainers-go (no ZK_CONNECT; TESTCONTAINERS_RYUK_DISABLED=$TESTCONTAINERS_RYUK_DISABLED)"
+since=$(date +%s)
+unset ZK_CONNECT
+gotest "./zktest/ ./zklock/" -timeout 15m || die "tests failed through testcontainers-go"
+# Each test binary must have run its shared server in a container: one for
+# zktest, one for zklock, one for the child of zktest's kill -9 test.
+started=$(docker events --since "$since" --until "$(date +%s)" --filter type=container --filter event=start \
+	--filter label=org.zkrecipes.zktest.owner --format '{{.Actor.Attributes.name}}')
+say "containers zktest started: ${started//$'\n'/ }"
+(($(wc -w <<<"$started") >= 3)) || die "fewer containers than test binaries: the tests did not take the Docker path"
+
+# 4. docker-compose.yml.
+step "compose: up"
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+base=
+for b in 218 228; do
+	if port_free "${b}1" && port_free "${b}2" && port_free "${b}3"; then
+		base=$b
+		break
+	fi
+	say "127.0.0.1:${b}1-${b}3 are taken"
+done
+[[ -n $base ]] || die "no free client ports for the ensemble (tried 2181-2183 and 2281-2283)"
+export ZK1_PORT=${base}1 ZK2_PORT=${base}2 ZK3_PORT=${base}3 COMPOSE_PROJECT_NAME=$project
+zk_addr=127.0.0.1:$ZK1_PORT
+bash scripts/zk-up.sh "$zk_addr"
+[[ $(cat "/tmp/zkrecipes-zk-$ZK1_PORT/backend" 2>/dev/null) == docker ]] || die "zk-up.sh did not start the compose ensemble"
+for p in "$ZK1_PORT" "$ZK2_PORT" "$ZK3_PORT"; do
+	printf '127.0.0.1:%s ' "$p" >&2
+	timeout 3 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0" && printf srvr >&3 && cat <&3' "$p" | grep Mode: >&2
+done
+
+step "compose: recipe tests"
+export ZK_CONNECT=127.0.0.1:$ZK1_PORT,127.0.0.1:$ZK2_PORT,127.0.0.1:$ZK3_PORT
+say "go test $recipes -skip '$skip' against ZK_CONNECT=$ZK_CONNECT"
+gotest "$recipes" -timeout 15m -skip "$skip" || die "the recipe tests failed against the ensemble"
+
+step "compose: down, checks"
+bash scripts/zk-down.sh "$zk_addr"
+zk_addr=

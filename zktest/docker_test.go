@@ -1,0 +1,168 @@
+package zktest
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// dockerChildEnv makes the test binary, run by TestDockerContainerRemovedOnKill,
+// start the shared server from Docker, print where, and wait to be killed.
+const dockerChildEnv = "ZKTEST_DOCKER_CHILD"
+
+// needDockerCLI skips the test unless a Docker engine answers and the docker
+// command is on PATH; it returns the command and the engine's DOCKER_HOST.
+func needDockerCLI(t *testing.T) (cli, daemon string) {
+	t.Helper()
+	if !dockerAvailable() {
+		t.Skip("no Docker engine")
+	}
+	cli, err := exec.LookPath("docker")
+	if err != nil {
+		t.Skip("no docker command")
+	}
+	daemon, err = dockerDaemonHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cli, daemon
+}
+
+// dockerCmd runs the docker command against the engine testcontainers uses.
+func dockerCmd(t *testing.T, cli, daemon string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(cli, args...)
+	cmd.Env = append(os.Environ(), "DOCKER_HOST="+daemon)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// The shared container must go when its test binary is killed with
+// SIGKILL, with no help from testcontainers' reaper: a child test binary
+// starts it, with TESTCONTAINERS_RYUK_DISABLED=true, and is killed.
+func TestDockerContainerRemovedOnKill(t *testing.T) {
+	if os.Getenv(dockerChildEnv) == "1" {
+		srv := Start(t)
+		fmt.Printf("ZKTEST-CONTAINER %s %s\n", container.name, srv.Addr())
+		time.Sleep(3 * time.Minute) // until killed
+		t.Fatal("not killed")
+	}
+	cli, daemon := needDockerCLI(t)
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDockerContainerRemovedOnKill$", "-test.v")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ZK_CONNECT=") && !strings.HasPrefix(kv, "TESTCONTAINERS_RYUK_DISABLED=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, dockerChildEnv+"=1", "TESTCONTAINERS_RYUK_DISABLED=true", "DOCKER_HOST="+daemon)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var childErr strings.Builder
+	cmd.Stderr = &childErr // copied by a goroutine that Wait ends
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	kill := func() {
+		if !killed {
+			killed = true
+			_ = cmd.Process.Kill() // SIGKILL
+			_ = cmd.Wait()
+		}
+	}
+	defer kill()
+	timer := time.AfterFunc(dockerStartTimeout, func() { _ = cmd.Process.Kill() })
+	var name, addr string
+	var output []string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		output = append(output, sc.Text())
+		if f := strings.Fields(sc.Text()); len(f) == 3 && f[0] == "ZKTEST-CONTAINER" {
+			name, addr = f[1], f[2]
+			break
+		}
+	}
+	timer.Stop()
+	if name == "" {
+		kill()
+		t.Fatalf("the child printed no container; its output:\n%s\n%s", strings.Join(output, "\n"), childErr.String())
+	}
+	t.Logf("child %d runs container %s at %s", cmd.Process.Pid, name, addr)
+	if got := dockerCmd(t, cli, daemon, "inspect", "-f", "{{.State.Running}}", name); got != "true" {
+		t.Fatalf("container %s running: %s", name, got)
+	}
+	if reply, err := FourLetter(addr, "ruok"); err != nil || reply != "imok" {
+		t.Fatalf("ruok at %s: %q, %v", addr, reply, err)
+	}
+
+	kill()
+	begin := time.Now()
+	for {
+		if dockerCmd(t, cli, daemon, "ps", "-aq", "--filter", "name=^/"+name+"$") == "" {
+			break
+		}
+		if time.Since(begin) > time.Minute {
+			t.Fatalf("container %s still there a minute after its test binary was killed", name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("container %s removed %v after its test binary was killed", name, time.Since(begin).Round(time.Millisecond))
+	if _, err := FourLetter(addr, "ruok"); err == nil {
+		t.Errorf("%s still answers", addr)
+	}
+}
+
+// A container of a test binary that is gone, left behind by a watchdog that
+// died with it, is removed when another test binary starts one; a
+// container whose owner lives is not.
+func TestRemoveStaleContainers(t *testing.T) {
+	cli, daemon := needDockerCLI(t)
+	owner := ownerID()
+	if owner == "" {
+		t.Skip("no /proc: no owner ids")
+	}
+	if err := exec.Command(cli, "-H", daemon, "image", "inspect", dockerImage).Run(); err != nil {
+		t.Skipf("no image %s here", dockerImage)
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	self := owner[:strings.LastIndexByte(owner, '/')+1]
+	create := func(owner string) string {
+		id := dockerCmd(t, cli, daemon, "create", "--label", dockerOwnerLabel+"="+owner, dockerImage)
+		t.Cleanup(func() {
+			c := exec.Command(cli, "rm", "-f", "-v", id)
+			c.Env = append(os.Environ(), "DOCKER_HOST="+daemon)
+			_ = c.Run()
+		})
+		return id
+	}
+	dead := create(fmt.Sprintf("%s%d", self, gone.Process.Pid))
+	live := create(owner)
+	elsewhere := create(fmt.Sprintf("another-boot/%d", gone.Process.Pid))
+
+	removeStaleContainers(t.Context(), cli, daemon, owner)
+	exists := func(id string) bool {
+		return dockerCmd(t, cli, daemon, "ps", "-aq", "--no-trunc", "--filter", "id="+id) != ""
+	}
+	if exists(dead) {
+		t.Errorf("the container of dead pid %d is still there", gone.Process.Pid)
+	}
+	if !exists(live) {
+		t.Error("the container of a live test binary was removed")
+	}
+	if !exists(elsewhere) {
+		t.Error("the container of another machine's test binary was removed")
+	}
+}
