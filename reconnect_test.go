@@ -43,7 +43,7 @@ func TestLeaderKilledMidRun(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range 4 {
-		s := connect(t, cluster.Addrs(), zkrecipes.WithSessionTimeout(15*time.Second))
+		s := connect(t, cluster.Addrs(), zkrecipes.WithSessionTimeout(15*time.Second), debugLog(t))
 		m, _ := zklock.NewMutex(s, path, zklock.WithData([]byte(fmt.Sprint(i))))
 		wg.Add(1)
 		go func() {

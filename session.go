@@ -1,6 +1,3 @@
-// Package zkrecipes binds a ZooKeeper client to one session and tells its
-// users, early enough to matter, when that session is over. The recipes in
-// zklock and fairqueue build on it.
 package zkrecipes
 
 import (

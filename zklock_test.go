@@ -6,8 +6,10 @@ package zkrecipes_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -204,3 +206,27 @@ func TestSessionExpiredByServer(t *testing.T) {
 	require.NoError(t, lb.Unlock(ctx))
 	noNodesLeft(t, srv.Addrs(), path)
 }
+
+// debugLog is a logger for the sessions of a test with faults: what they
+// and go-zookeeper said, at debug level, printed only if the test fails.
+func debugLog(t *testing.T) zkrecipes.Option {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	h := slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), &slog.HandlerOptions{Level: slog.LevelDebug})
+	t.Cleanup(func() {
+		if t.Failed() {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("the sessions' log:\n%s", buf.String())
+		}
+	})
+	return zkrecipes.WithLogger(slog.New(h))
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
