@@ -5,13 +5,13 @@
 // library does not depend on it.
 //
 // The command cmd/lockbench alternates the two in rounds and prints their
-// ratio; the benchmarks in lock_bench_test.go feed benchstat.
+// ratio; the benchmarks in lock_bench_test.go feed benchstat. The package
+// also holds what the commands and package queue share: connecting, a
+// run's root node, the -zk flag and main's exits, and the tables' formats.
 package bench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -72,24 +72,22 @@ type Bench struct {
 
 // New connects to the servers and creates the run's root node.
 func New(ctx context.Context, servers []string) (*Bench, error) {
-	admin, err := connect(ctx, servers)
+	admin, err := Connect(ctx, servers, sessionTimeout)
 	if err != nil {
 		return nil, err
 	}
-	var id [6]byte
-	_, _ = rand.Read(id[:])
-	b := &Bench{servers: servers, admin: admin, root: "/zkrecipes-bench-" + hex.EncodeToString(id[:])}
-	if _, err := admin.Create(b.root, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+	root, err := CreateRoot(admin, "/zkrecipes-bench-")
+	if err != nil {
 		admin.Close()
-		return nil, fmt.Errorf("create %s: %w", b.root, err)
+		return nil, err
 	}
-	return b, nil
+	return &Bench{servers: servers, admin: admin, root: root}, nil
 }
 
 // Close deletes everything the run created and closes the admin connection.
 func (b *Bench) Close() error {
 	defer b.admin.Close()
-	return deleteTree(b.admin, b.root)
+	return DeleteTree(b.admin, b.root, 1)
 }
 
 // Round is one implementation's sessions, connected and ready, contending
@@ -120,7 +118,7 @@ func (r *Round) Close() error {
 	for _, l := range r.lockers {
 		l.close()
 	}
-	return deleteTree(r.b.admin, r.path)
+	return DeleteTree(r.b.admin, r.path, 1)
 }
 
 // Run runs the loop in one goroutine per session until u says stop. A
@@ -223,7 +221,7 @@ type locker interface {
 func (b *Bench) open(ctx context.Context, impl Impl, path string) (locker, error) {
 	switch impl {
 	case Theirs:
-		c, err := connect(ctx, b.servers)
+		c, err := Connect(ctx, b.servers, sessionTimeout)
 		if err != nil {
 			return nil, err
 		}
@@ -278,58 +276,6 @@ func (t *theirs) lock(context.Context) error   { return t.l.Lock() }
 func (t *theirs) check(*atomic.Int64) error    { return nil } // zk.Lock has no token
 func (t *theirs) unlock(context.Context) error { return t.l.Unlock() }
 func (t *theirs) close()                       { t.c.Close() }
-
-// connect opens a go-zookeeper connection and waits for its session, as
-// zkrecipes.Connect does, so that no round starts before its sessions exist.
-func connect(ctx context.Context, servers []string) (*zk.Conn, error) {
-	c, events, err := zk.Connect(servers, sessionTimeout, zk.WithLogger(discard{}), zk.WithLogInfo(false))
-	if err != nil {
-		return nil, err
-	}
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for c.State() != zk.StateHasSession {
-		select {
-		case <-events:
-		case <-tick.C:
-		case <-ctx.Done():
-			c.Close()
-			return nil, fmt.Errorf("connect to %v: %w", servers, context.Cause(ctx))
-		}
-	}
-	return c, nil
-}
-
-type discard struct{}
-
-func (discard) Printf(string, ...any) {}
-
-// deleteTree deletes p and everything below it. Nodes of sessions just
-// closed may linger for a moment, so a node found not empty is tried again.
-func deleteTree(c *zk.Conn, p string) error {
-	for try := 0; ; try++ {
-		children, _, err := c.Children(p)
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("delete %s: %w", p, err)
-		}
-		for _, name := range children {
-			if err := deleteTree(c, p+"/"+name); err != nil {
-				return err
-			}
-		}
-		switch err := c.Delete(p, -1); {
-		case err == nil, errors.Is(err, zk.ErrNoNode):
-			return nil
-		case errors.Is(err, zk.ErrNotEmpty) && try < 50:
-			time.Sleep(100 * time.Millisecond)
-		default:
-			return fmt.Errorf("delete %s: %w", p, err)
-		}
-	}
-}
 
 // Median of xs (NaN when empty).
 func Median(xs []float64) float64 {

@@ -2,14 +2,14 @@ package queue
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/zkrecipes/zkrecipes/bench"
 )
 
 // sessionTimeout is asked for by every session, Go's, Curator's and kazoo's.
@@ -31,19 +31,16 @@ type Bench struct {
 
 // New connects to the servers and creates the run's root node.
 func New(ctx context.Context, servers []string) (*Bench, error) {
-	admin, err := connect(ctx, servers)
+	admin, err := bench.Connect(ctx, servers, sessionTimeout)
 	if err != nil {
 		return nil, err
 	}
-	var id [6]byte
-	_, _ = rand.Read(id[:])
-	b := &Bench{servers: servers, admin: admin, root: "/zkrecipes-queuebench-" + hex.EncodeToString(id[:]),
-		KazooPoll: 2 * time.Millisecond}
-	if _, err := admin.Create(b.root, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+	root, err := bench.CreateRoot(admin, "/zkrecipes-queuebench-")
+	if err != nil {
 		admin.Close()
-		return nil, fmt.Errorf("create %s: %w", b.root, err)
+		return nil, err
 	}
-	return b, nil
+	return &Bench{servers: servers, admin: admin, root: root, KazooPoll: 2 * time.Millisecond}, nil
 }
 
 // Close deletes everything the run created, closes the admin connection and
@@ -62,27 +59,3 @@ func (b *Bench) newPath(what string) string {
 	b.paths++
 	return fmt.Sprintf("%s/%d-%s", b.root, b.paths, what)
 }
-
-// connect opens a go-zookeeper connection and waits for its session.
-func connect(ctx context.Context, servers []string) (*zk.Conn, error) {
-	c, events, err := zk.Connect(servers, sessionTimeout, zk.WithLogger(discard{}), zk.WithLogInfo(false))
-	if err != nil {
-		return nil, err
-	}
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for c.State() != zk.StateHasSession {
-		select {
-		case <-events:
-		case <-tick.C:
-		case <-ctx.Done():
-			c.Close()
-			return nil, fmt.Errorf("connect to %v: %w", servers, context.Cause(ctx))
-		}
-	}
-	return c, nil
-}
-
-type discard struct{}
-
-func (discard) Printf(string, ...any) {}

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"unicode"
 	"unicode/utf8"
@@ -23,17 +20,11 @@ func (c *cli) holders(args []string) (int, error) {
 		return exitUsage, err
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	s, err := c.connect(ctx, c.log)
+	ctx, m, done, err := openUntilSignal(c, path, zklock.NewMutex)
 	if err != nil {
 		return exitFailure, err
 	}
-	defer s.Close()
-	m, err := zklock.NewMutex(s, path)
-	if err != nil {
-		return exitFailure, err
-	}
+	defer done()
 	cs, err := m.Contenders(ctx)
 	if err != nil {
 		return exitFailure, err

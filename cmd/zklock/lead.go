@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/signal"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/zkrecipes/zkrecipes"
@@ -48,17 +46,11 @@ func (c *cli) leader(args []string) (int, error) {
 		return exitUsage, err
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	s, err := c.connect(ctx, c.log)
+	ctx, el, done, err := openUntilSignal(c, path, zklock.NewElection)
 	if err != nil {
 		return exitFailure, err
 	}
-	defer s.Close()
-	el, err := zklock.NewElection(s, path)
-	if err != nil {
-		return exitFailure, err
-	}
+	defer done()
 	l, err := el.Leader(ctx)
 	switch {
 	case errors.Is(err, zklock.ErrNoLeader) && c.json:

@@ -59,18 +59,21 @@ func (c *cli) queuePath(fs *flag.FlagSet, name string) (string, []string, error)
 	return path, fs.Args()[1:], nil
 }
 
-// openQueue connects and opens the queue at path. ctx ends the connecting.
-func (c *cli) openQueue(ctx context.Context, path string, opts ...fairqueue.Option) (*zkrecipes.Session, *fairqueue.Queue, error) {
-	s, err := c.connect(ctx, c.log)
-	if err != nil {
-		return nil, nil, err
+// queueOnePath parses the arguments of a queue subcommand that takes one
+// PATH and no flags of its own.
+func (c *cli) queueOnePath(name string, args []string) (string, error) {
+	fs := c.flagSet(name)
+	if err := c.parse(fs, args, name+" PATH"); err != nil {
+		return "", err
 	}
-	q, err := fairqueue.New(s, path, opts...)
+	path, rest, err := c.queuePath(fs, name)
 	if err != nil {
-		s.Close()
-		return nil, nil, err
+		return "", err
 	}
-	return s, q, nil
+	if len(rest) > 0 {
+		return "", usagef("%s: want one PATH, got %d arguments", name, fs.NArg())
+	}
+	return path, nil
 }
 
 // queuePut is `zklock queue put`.
@@ -106,13 +109,11 @@ func (c *cli) queuePut(args []string) (int, error) {
 		return exitUsage, usagef("%s: no items: give DATA arguments or lines on stdin", name)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	s, q, err := c.openQueue(ctx, path)
+	ctx, q, done, err := openUntilSignal(c, path, fairqueue.New)
 	if err != nil {
 		return exitFailure, err
 	}
-	defer s.Close()
+	defer done()
 
 	var ids []string
 	printed := 0
@@ -258,7 +259,7 @@ func (c *cli) queueTake(args []string) (int, error) {
 		q *fairqueue.Queue
 	}
 	o, sig, err := interruptible(sigs, func(ctx context.Context) (opened, error) {
-		s, q, err := c.openQueue(ctx, path, opts...)
+		s, q, err := openRecipe(ctx, c, path, fairqueue.New, opts...)
 		return opened{s, q}, err
 	})
 	if o.s != nil {
@@ -426,27 +427,17 @@ func interruptible[T any](sigs <-chan os.Signal, f func(context.Context) (T, err
 
 // queueLs is `zklock queue ls`.
 func (c *cli) queueLs(args []string) (int, error) {
-	const name = "queue ls"
 	c.listing = true
-	fs := c.flagSet(name)
-	if err := c.parse(fs, args, name+" PATH"); err != nil {
-		return exitUsage, err
-	}
-	path, rest, err := c.queuePath(fs, name)
+	path, err := c.queueOnePath("queue ls", args)
 	if err != nil {
 		return exitUsage, err
 	}
-	if len(rest) > 0 {
-		return exitUsage, usagef("%s: want one PATH, got %d arguments", name, fs.NArg())
-	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	s, q, err := c.openQueue(ctx, path)
+	ctx, q, done, err := openUntilSignal(c, path, fairqueue.New)
 	if err != nil {
 		return exitFailure, err
 	}
-	defer s.Close()
+	defer done()
 	n, err := q.Len(ctx)
 	if err != nil {
 		return exitFailure, err
@@ -474,27 +465,17 @@ type jsonQueueLs struct {
 
 // queueDead is `zklock queue dead`.
 func (c *cli) queueDead(args []string) (int, error) {
-	const name = "queue dead"
 	c.listing = true
-	fs := c.flagSet(name)
-	if err := c.parse(fs, args, name+" PATH"); err != nil {
-		return exitUsage, err
-	}
-	path, rest, err := c.queuePath(fs, name)
+	path, err := c.queueOnePath("queue dead", args)
 	if err != nil {
 		return exitUsage, err
 	}
-	if len(rest) > 0 {
-		return exitUsage, usagef("%s: want one PATH, got %d arguments", name, fs.NArg())
-	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	s, q, err := c.openQueue(ctx, path)
+	ctx, q, done, err := openUntilSignal(c, path, fairqueue.New)
 	if err != nil {
 		return exitFailure, err
 	}
-	defer s.Close()
+	defer done()
 	dead, err := q.DeadLetters(ctx)
 	if err != nil {
 		return exitFailure, err
@@ -546,13 +527,11 @@ func (c *cli) queueRequeue(args []string) (int, error) {
 		return exitUsage, usagef("%s: missing ID after PATH", name)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	s, q, err := c.openQueue(ctx, path)
+	ctx, q, done, err := openUntilSignal(c, path, fairqueue.New)
 	if err != nil {
 		return exitFailure, err
 	}
-	defer s.Close()
+	defer done()
 	code := exitOK
 	for _, id := range ids {
 		err := q.Requeue(ctx, id)

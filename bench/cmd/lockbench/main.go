@@ -17,55 +17,28 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/bench"
 )
 
 func main() {
-	addr := os.Getenv("ZK_CONNECT")
-	if addr == "" {
-		addr = "127.0.0.1:2181"
-	}
-	flag.StringVar(&addr, "zk", addr, "ZooKeeper servers, comma-separated host:port (default: $ZK_CONNECT, else 127.0.0.1:2181)")
+	servers := bench.ServersFlag()
 	sessions := flag.String("sessions", "1,8,32", "session counts, comma-separated")
 	d := flag.Duration("d", 3*time.Second, "how long each implementation runs in each round")
 	rounds := flag.Int("rounds", 5, "rounds per session count")
 	flag.Parse()
 
-	counts, err := parseCounts(*sessions)
+	counts, err := bench.ParseCounts(*sessions, "sessions", "count")
 	if err == nil && (*rounds < 1 || *d <= 0) {
 		err = errors.New("-rounds and -d must be positive")
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "lockbench:", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err = run(ctx, strings.Split(addr, ","), counts, *d, *rounds)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "lockbench:", err)
-		os.Exit(1)
-	}
-}
-
-func parseCounts(s string) ([]int, error) {
-	var out []int
-	for f := range strings.SplitSeq(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("-sessions: bad count %q", f)
-		}
-		out = append(out, n)
-	}
-	return out, nil
+	bench.Main("lockbench", err, func(ctx context.Context) error {
+		return run(ctx, servers(), counts, *d, *rounds)
+	})
 }
 
 func run(ctx context.Context, servers []string, counts []int, d time.Duration, rounds int) (err error) {
@@ -110,10 +83,10 @@ func run(ctx context.Context, servers []string, counts []int, d time.Duration, r
 		for _, impl := range []bench.Impl{bench.Theirs, bench.Ours} {
 			ratio := ""
 			if impl == bench.Ours {
-				ratio = fmt.Sprintf("%.3f (%.3f-%.3f)", bench.Median(ratios), slices.Min(ratios), slices.Max(ratios))
+				ratio = bench.MedianRange(ratios, 3)
 			}
 			fmt.Printf("%8d  %-12s  %10.0f  %11s  %11s  %s\n", n, impl, bench.Median(perSec[impl]),
-				ms(bench.Percentile(acquire[impl], 50)), ms(bench.Percentile(acquire[impl], 99)), ratio)
+				bench.Millis(bench.Percentile(acquire[impl], 50)), bench.Millis(bench.Percentile(acquire[impl], 99)), ratio)
 		}
 	}
 	return nil
@@ -128,5 +101,3 @@ func round(ctx context.Context, b *bench.Bench, impl bench.Impl, n int, d time.D
 	res, err := r.Run(ctx, bench.Until{Duration: d})
 	return res, errors.Join(err, r.Close())
 }
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d)/1e6) }

@@ -48,17 +48,16 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/bench"
 	"github.com/zkrecipes/zkrecipes/zklock"
 )
 
@@ -78,12 +77,8 @@ type config struct {
 }
 
 func main() {
-	addr := os.Getenv("ZK_CONNECT")
-	if addr == "" {
-		addr = "127.0.0.1:2181"
-	}
+	servers := bench.ServersFlag()
 	var c config
-	flag.StringVar(&addr, "zk", addr, "ZooKeeper servers, comma-separated host:port (default: $ZK_CONNECT, else 127.0.0.1:2181)")
 	flag.IntVar(&c.procs, "procs", 8, "GOMAXPROCS for the run")
 	flag.IntVar(&c.hogs, "hogs", 2, "goroutines that burn CPU for the whole run")
 	recipes := flag.String("recipes", "mutex,rwmutex,semaphore", "recipes to stress, comma-separated: mutex, rwmutex, semaphore")
@@ -96,7 +91,7 @@ func main() {
 	flag.DurationVar(&c.progress, "progress", 10*time.Second, "progress on stderr this often (0: never)")
 	flag.Parse()
 
-	c.servers = strings.Split(addr, ",")
+	c.servers = servers()
 	var err error
 	c.recipes, err = parseRecipes(*recipes)
 	switch {
@@ -106,19 +101,12 @@ func main() {
 	case flag.NArg() > 0:
 		err = fmt.Errorf("unexpected arguments %q", flag.Args())
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "lockstress:", err)
-		os.Exit(2)
-	}
-	runtime.GOMAXPROCS(c.procs)
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	ok, err := run(ctx, c)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "lockstress:", err)
-		os.Exit(1)
-	}
+	var ok bool
+	bench.Main("lockstress", err, func(ctx context.Context) (err error) {
+		runtime.GOMAXPROCS(c.procs)
+		ok, err = run(ctx, c)
+		return err
+	})
 	if !ok {
 		os.Exit(1)
 	}
@@ -157,12 +145,12 @@ func run(ctx context.Context, c config) (ok bool, err error) {
 		return false, err
 	}
 	defer admin.Close()
-	root := "/zkrecipes-stress-" + randomHex(6)
-	if _, err := admin.Conn().Create(root, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
-		return false, fmt.Errorf("create %s: %w", root, err)
+	root, err := bench.CreateRoot(admin.Conn(), "/zkrecipes-stress-")
+	if err != nil {
+		return false, err
 	}
 	defer func() {
-		if derr := deleteTree(admin.Conn(), root); derr != nil {
+		if derr := bench.DeleteTree(admin.Conn(), root, 1); derr != nil {
 			err = errors.Join(err, derr)
 		}
 	}()
@@ -645,31 +633,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// deleteTree deletes p and everything below it. Nodes of sessions just
-// closed may linger for a moment, so a node found not empty is tried again.
-func deleteTree(c *zk.Conn, p string) error {
-	for try := 0; ; try++ {
-		children, _, err := c.Children(p)
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("delete %s: %w", p, err)
-		}
-		for _, name := range children {
-			if err := deleteTree(c, p+"/"+name); err != nil {
-				return err
-			}
-		}
-		switch err := c.Delete(p, -1); {
-		case err == nil, errors.Is(err, zk.ErrNoNode):
-			return nil
-		case errors.Is(err, zk.ErrNotEmpty) && try < 50:
-			time.Sleep(100 * time.Millisecond)
-		default:
-			return fmt.Errorf("delete %s: %w", p, err)
-		}
-	}
 }

@@ -28,13 +28,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/bench"
@@ -57,11 +54,7 @@ type config struct {
 }
 
 func main() {
-	addr := os.Getenv("ZK_CONNECT")
-	if addr == "" {
-		addr = "127.0.0.1:2181"
-	}
-	flag.StringVar(&addr, "zk", addr, "ZooKeeper servers, comma-separated host:port (default: $ZK_CONNECT, else 127.0.0.1:2181)")
+	servers := bench.ServersFlag()
 	impls := flag.String("impls", "all", "implementations to compare, comma-separated: all, or some of "+fmt.Sprint(queue.Impls))
 	producers := flag.Int("producers", 4, "producers, each its own session")
 	consumers := flag.Int("consumers", 4, "consumers, each its own session")
@@ -91,7 +84,7 @@ func main() {
 		}
 	}
 
-	c := config{servers: strings.Split(addr, ","), rounds: *rounds, work: *work, scaleProducers: *scaleProducers,
+	c := config{servers: servers(), rounds: *rounds, work: *work, scaleProducers: *scaleProducers,
 		scaleBacklog: *scaleBacklog, scaleRounds: *scaleRounds, out: *out, kazooPoll: *kazooPoll,
 		loop: queue.Loop{Producers: *producers, Consumers: *consumers, Warmup: *warmup, Duration: *d, Payload: *payload}}
 	var err error
@@ -109,34 +102,12 @@ func main() {
 		c.impls, err = queue.ParseImpls(*impls)
 	}
 	if err == nil {
-		c.counts, err = parseCounts(*scale)
+		c.counts, err = bench.ParseCounts(*scale, "scale", "consumer count")
 	}
 	if err == nil && (c.rounds < 1 || c.scaleRounds < 1 || *d <= 0 || *warmup < 0 || *producers < 1 || *consumers < 1 || *payload < 0 || *work < 0) {
 		err = errors.New("-rounds, -scale-rounds, -d, -producers and -consumers must be positive; -warmup, -payload and -work not negative")
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "queuebench:", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err = run(ctx, c)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "queuebench:", err)
-		os.Exit(1)
-	}
-}
-
-func parseCounts(s string) ([]int, error) {
-	var out []int
-	for f := range strings.SplitSeq(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("-scale: bad consumer count %q", f)
-		}
-		out = append(out, n)
-	}
-	return out, nil
+	bench.Main("queuebench", err, func(ctx context.Context) error { return run(ctx, c) })
 }
 
 func run(ctx context.Context, c config) (err error) {
@@ -184,7 +155,7 @@ func compare(ctx context.Context, b *queue.Bench, c config) error {
 			left[impl] = append(left[impl], float64(res.Left()))
 			take[impl] = append(take[impl], res.Take...)
 			fmt.Fprintf(os.Stderr, "round %d: %-31s %7.0f items/s  %7.0f puts/s  take p50 %s  left %d\n",
-				r+1, impl, res.PerSec(), res.PutsPerSec(), ms(bench.Percentile(res.Take, 50)), res.Left())
+				r+1, impl, res.PerSec(), res.PutsPerSec(), bench.Millis(bench.Percentile(res.Take, 50)), res.Left())
 		}
 	}
 	fmt.Println("items/s: items consumed (acked, where the queue has an ack) per second, median over rounds; puts/s likewise;")
@@ -198,11 +169,11 @@ func compare(ctx context.Context, b *queue.Bench, c config) error {
 			for i, x := range perSec[impl] {
 				rs = append(rs, fq[i]/x)
 			}
-			ratio = fmt.Sprintf("%.2f (%.2f-%.2f)", bench.Median(rs), slices.Min(rs), slices.Max(rs))
+			ratio = bench.MedianRange(rs, 2)
 		}
 		fmt.Printf("%-31s  %-13s  %8.0f  %8.0f  %10s  %10s  %7.0f  %s\n", impl, impl.Delivery(),
 			bench.Median(perSec[impl]), bench.Median(putsPerSec[impl]),
-			ms(bench.Percentile(take[impl], 50)), ms(bench.Percentile(take[impl], 99)), bench.Median(left[impl]), ratio)
+			bench.Millis(bench.Percentile(take[impl], 50)), bench.Millis(bench.Percentile(take[impl], 99)), bench.Median(left[impl]), ratio)
 	}
 	return nil
 }
@@ -239,7 +210,7 @@ func scale(ctx context.Context, b *queue.Bench, c config) error {
 	fmt.Printf("%9s  %9s  %7s  %8s  %8s  %8s  %10s  %10s  %11s\n", "consumers", "producers", "backlog", "acked/s", "ideal/s", "of ideal", "take p50", "take p99", "min backlog")
 	for _, p := range pts {
 		fmt.Printf("%9d  %9d  %7d  %8.0f  %8.0f  %7.0f%%  %10s  %10s  %11d\n", p.Consumers, p.Producers, p.Backlog,
-			p.PerSec, p.Ideal, 100*p.PerSec/p.Ideal, ms(p.TakeP50), ms(p.TakeP99), p.MinBacklog)
+			p.PerSec, p.Ideal, 100*p.PerSec/p.Ideal, bench.Millis(p.TakeP50), bench.Millis(p.TakeP99), p.MinBacklog)
 	}
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		return err
@@ -261,5 +232,3 @@ func scale(ctx context.Context, b *queue.Bench, c config) error {
 	fmt.Printf("wrote %s and %s\n", csvPath, pngPath)
 	return nil
 }
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d)/1e6) }
