@@ -253,3 +253,33 @@ func TestNoHeadOfLineStall(t *testing.T) {
 	fz.Thaw()
 	require.Error(t, <-done)
 }
+
+// An Ack sent just as the network froze, and never answered before the
+// session ended, says its outcome is unknown, and not that the claim was
+// lost: ErrClaimLost promises a redelivery that an applied ack would never
+// bring. Here the freeze dropped the ack, so the item does come back.
+func TestAckUnansweredAtSessionEnd(t *testing.T) {
+	srv := setup(t)
+	p := queuePath(t, srv.Addrs())
+	ctx := bg(t, 60*time.Second)
+	var fz zktest.Freezer
+	defer fz.Thaw()
+	fs := connect(t, srv.Addrs(), zkrecipes.WithDialer(fz.Dial), zkrecipes.WithSessionTimeout(2*time.Second))
+	frozen := newQueue(t, fs, p)
+	q := newQueue(t, connect(t, srv.Addrs()), p)
+	_, err := q.Put(ctx, []byte("x"))
+	require.NoError(t, err)
+	j, err := frozen.Take(ctx)
+	require.NoError(t, err)
+
+	fz.Freeze()
+	err = j.Ack(ctx) // returns once the client gives the session up
+	require.ErrorIs(t, err, fairqueue.ErrOutcomeUnknown)
+	require.NotErrorIs(t, err, fairqueue.ErrClaimLost)
+	<-j.Done()
+
+	again, err := q.Take(ctx) // once the server expires the frozen session
+	require.NoError(t, err)
+	require.Equal(t, "x", string(again.Data()))
+	require.NoError(t, again.Ack(ctx))
+}

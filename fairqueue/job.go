@@ -60,14 +60,14 @@ func (j *Job) Attempt() int { return int(j.version) }
 func (j *Job) Done() <-chan struct{} { return j.o.Lost() }
 
 // Ack removes the item for good, with its claim (and its key), in one
-// multi. It returns an
-// error wrapping ErrClaimLost if the claim was lost (the item is then
-// delivered again). Once called, the ack goes on until it is applied or the
-// session is over, whatever becomes of ctx: if ctx ends first, Ack returns
-// an error wrapping ErrOutcomeUnknown and ctx's cause; if the session ends
-// while it is sent and not answered, one wrapping ErrOutcomeUnknown and
-// ErrClaimLost (the item is gone, or will be delivered again). Ack after Ack (or
-// Nack) returns nil.
+// multi. It returns an error wrapping ErrClaimLost if the claim was lost
+// before the ack was sent (the item is then delivered again). Once called,
+// the ack goes on until it is applied or the session is over, whatever
+// becomes of ctx: if ctx ends first, Ack returns an error wrapping
+// ErrOutcomeUnknown and ctx's cause; if the session ends while the ack is
+// sent and not answered, one wrapping ErrOutcomeUnknown alone (the item is
+// either gone or delivered again; which, only the queue can tell). Ack
+// after Ack (or Nack) returns nil.
 func (j *Job) Ack(ctx context.Context) error {
 	ops := []any{&zk.DeleteRequest{Path: j.item, Version: j.version}, &zk.DeleteRequest{Path: j.claim, Version: -1}}
 	if j.key != "" {
@@ -178,9 +178,14 @@ func (j *Job) settle(ctx context.Context, op string, count func(), fn func(*zk.C
 	switch {
 	case err == nil:
 		return nil
-	case ctx.Err() != nil && j.o.Err() == nil, errors.Is(err, owner.ErrUnsettled):
-		// Sent, and not answered: it may have landed.
+	case ctx.Err() != nil && j.o.Err() == nil:
+		// Sent, and not answered: it may have landed; the owner goes on.
 		return fmt.Errorf("fairqueue: %s %s: %w: %w", op, j.id, ErrOutcomeUnknown, err)
+	case errors.Is(err, owner.ErrUnsettled):
+		// Sent, and the session ended before its answer: it may have
+		// landed, so the claim's loss is not wrapped; ErrClaimLost would
+		// promise a redelivery that may never come.
+		return fmt.Errorf("fairqueue: %s %s: %w: %v", op, j.id, ErrOutcomeUnknown, err)
 	default:
 		return fmt.Errorf("fairqueue: %s %s: %w", op, j.id, err)
 	}
