@@ -394,15 +394,16 @@ func (o *Owner) nodeEvent(ev zk.Event) {
 	}
 }
 
-// gone: our node is gone. If a release was sent it is that release;
-// otherwise someone else deleted it.
+// gone: our node is gone. Without a release under way, someone else
+// deleted it. With one, the node's going proves nothing: the server that
+// expires our session deletes our ephemeral node and tells our own watch
+// so before it closes the connection (a client stopped past its session
+// timeout reads that on waking), exactly as if our release had landed.
+// Only the release's own answer tells, so the owner waits for it: the try
+// due next finds the node gone while the session lives (released), or the
+// session ends first (unsettled).
 func (o *Owner) gone() {
-	if o.release != nil && o.release.sent {
-		o.end(o.released)
-		return
-	}
 	if o.release != nil {
-		// Our release is queued, not sent: it will find the node gone.
 		o.look = false
 		return
 	}
