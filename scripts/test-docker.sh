@@ -27,12 +27,7 @@
 #  5. No container of ours is left: checked, then the engine is stopped if
 #     step 1 started it.
 #
-# In steps 3 and 4 a test that fails is run once more, and if it then
-# passes the run goes on and names it at the end: some tests count what
-# happens in a fixed time (TestElectionOneLeaderUnderChurn) and miss their
-# mark on a loaded machine, and on an ensemble a session may read from a
-# member that has not applied a peer's delete yet (zklock's requireNoNodes
-# reads without sync first).
+# A test that fails fails the run: none is run again.
 #
 # Environment: GO (default go), TEST_DOCKER_RECIPES (the packages of step 4,
 # default "./zklock/ ./fairqueue/"), TEST_DOCKER_SKIP (go test -skip of step 4).
@@ -51,26 +46,12 @@ export TESTCONTAINERS_RYUK_DISABLED=${TESTCONTAINERS_RYUK_DISABLED:-true}
 say() { printf '\ntest-docker: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
 
-# gotest PACKAGES FLAGS...: go test -count=1 FLAGS PACKAGES. The tests that
-# fail are run once more; if they then pass, they are added to flaky.
-declare -a flaky=()
+# gotest PACKAGES FLAGS...: go test -count=1 FLAGS PACKAGES.
 gotest() {
-	local pkgs=$1 out failed
+	local pkgs=$1
 	shift
-	out=$(mktemp)
 	# shellcheck disable=SC2086 # $pkgs is a list of packages
-	if "$GO" test -count=1 "$@" $pkgs 2>&1 | tee "$out"; then
-		rm -f "$out"
-		return 0
-	fi
-	failed=$(sed -n 's/^--- FAIL: \(Test[A-Za-z0-9_]*\).*/\1/p' "$out" | sort -u | paste -sd'|')
-	rm -f "$out"
-	[[ -n $failed ]] || return 1
-	say "failed: $failed; running them once more"
-	# shellcheck disable=SC2086
-	"$GO" test -count=1 "$@" -run "^($failed)\$" $pkgs || return 1
-	say "WARNING: $failed failed once, then passed"
-	flaky+=("$failed")
+	"$GO" test -count=1 "$@" $pkgs
 }
 
 # Timings, printed at the end.
@@ -121,7 +102,6 @@ cleanup() {
 	say "timings:"
 	printf '  %s\n' "${times[@]}" >&2
 	printf '  %-40s %4ds\n' total $((SECONDS - all_begin)) >&2
-	((${#flaky[@]} == 0)) || say "WARNING: failed once, then passed: ${flaky[*]}"
 	if ((status == 0)); then say "PASS"; else say "FAIL (exit $status)"; fi
 	exit "$status"
 }
