@@ -142,3 +142,36 @@ func set(s attribute.Set) string {
 	}
 	return out
 }
+
+// What recording costs on a lock's path: one session's Lock/Unlock cycles
+// with the default (no-op) providers, and with the SDK's meter and tracer
+// providers recording everything. Compare the two with benchstat:
+//
+//	go test -run '^$' -bench MutexTelemetry -count 10 . | benchstat -col /provider -
+func BenchmarkMutexTelemetry(b *testing.B) {
+	srv := zktest.Start(b)
+	for _, provider := range []string{"noop", "sdk"} {
+		b.Run("provider="+provider, func(b *testing.B) {
+			var opts []zkrecipes.Option
+			if provider == "sdk" {
+				reader := sdkmetric.NewManualReader()
+				opts = append(opts,
+					zkrecipes.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))),
+					zkrecipes.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))))
+			}
+			s := zktest.Connect(b, srv.Addrs(), opts...)
+			m, err := zklock.NewMutex(s, zktest.Path(b, "/telemetry-bench"))
+			require.NoError(b, err)
+			ctx := context.Background()
+			for b.Loop() {
+				l, err := m.Lock(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
