@@ -4,12 +4,52 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zkrecipes/internal/session"
 	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
+
+// readAhead is how many candidates' items a Take reads at once, in one
+// round trip: consumers that look at the same moment race for the same
+// oldest items, and a loser goes on to the next without another read.
+const readAhead = 4
+
+// claimFirst claims the first of cs (oldest first) that is still free, or
+// returns nil, nil when none is. Consumers that look at the same moment
+// race for the same oldest items: the items are read readAhead at a time,
+// in one round trip, and a claim lost to another consumer goes on to the
+// next item without another read or another look.
+func (q *Queue) claimFirst(ctx context.Context, me string, cs []candidate) (*Job, error) {
+	for len(cs) > 0 {
+		batch := cs[:min(len(cs), readAhead)]
+		cs = cs[len(batch):]
+		nodes := make([]znode.Node, len(batch))
+		errs := make([]error, len(batch))
+		var wg sync.WaitGroup
+		for i, c := range batch {
+			wg.Go(func() { nodes[i], errs[i] = znode.Get(ctx, q.s, q.itemPath(c)) })
+		}
+		wg.Wait()
+		for i, c := range batch {
+			switch err := errs[i]; {
+			case errors.Is(err, zk.ErrNoNode):
+				continue // acked meanwhile
+			case err != nil:
+				return nil, fmt.Errorf("read %s: %w", q.itemPath(c), err)
+			}
+			j, err := q.claim(ctx, me, c, nodes[i])
+			if j != nil || err != nil {
+				return j, err
+			}
+		}
+	}
+	return nil, nil
+}
+
+func (q *Queue) itemPath(c candidate) string { return q.bucketPath(c.bucket) + "/" + c.name }
 
 // claim tries to claim the item c: in one multi, an EPHEMERAL claim node and
 // a version-checked setData on the item, which counts the delivery in the
@@ -24,18 +64,14 @@ import (
 // deletes the claim once the outcome is settled, so that the item is
 // delivered again rather than held by no one. A claim whose connection
 // dropped is looked for once the client has reconnected.
-func (q *Queue) claim(ctx context.Context, me string, c candidate) (*Job, error) {
+//
+// n is the item as read before the claim; a read that is out of date makes
+// the claim fail (the version moved on), as another consumer's claim does.
+func (q *Queue) claim(ctx context.Context, me string, c candidate, n znode.Node) (*Job, error) {
 	id := c.id()
-	ip := q.bucketPath(c.bucket) + "/" + c.name
+	ip := q.itemPath(c)
 	cp := q.claims + "/" + id
 	_, key, _ := parseItem(c.name)
-	n, err := znode.Get(ctx, q.s, ip)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", ip, err)
-	}
 	if q.maxAttempts > 0 && int(n.Stat.Version) >= q.maxAttempts {
 		// Delivered often enough: to the dead letters. Creating and
 		// deleting the claim in the same multi proves no one holds it.

@@ -41,8 +41,11 @@
 // never another: so a consumer is never handed a lower id than it had
 // before, except an item that came back. When items wait for consumers,
 // every consumer takes at once, each the oldest it sees; two that race for
-// one item settle it with the claim's multi, and the loser takes the next.
-// A consumer that froze or died holds no one up.
+// one item settle it with the claim's multi, and the loser goes on to the
+// next item that look showed (the first few are read in one round trip),
+// with no other look. A consumer that froze or died holds no one up. Many
+// consumers racing for the same oldest items is the cost of the order: a
+// crowd of them loses most races, each a write (see the README's figures).
 //
 // Fairness is for scarcity. A consumer that finds nothing stands in the
 // consumers' line, on the same engine as zklock's recipes: the first two in

@@ -39,10 +39,17 @@ type Job struct {
 
 func newJob(q *Queue, id, item, claim, key string, data []byte, version int32) *Job {
 	// The owner sets its watch on the claim itself, off Take's path, so it
-	// costs Take no round trip.
-	o := owner.Start(owner.Config{Session: q.s, Path: claim, Lost: ErrClaimLost, Released: errSettled})
+	// costs Take no round trip; and only a moment later, so that a job
+	// settled at once costs no read and its Ack does not wait behind one.
+	o := owner.Start(owner.Config{Session: q.s, Path: claim, Lost: ErrClaimLost, Released: errSettled,
+		FirstLook: claimFirstLook})
 	return &Job{q: q, o: o, id: id, item: item, claim: claim, key: key, data: data, version: version}
 }
+
+// claimFirstLook is how long after a claim its owner first watches it
+// (owner.Config.FirstLook): the loss of the session is seen at once all the
+// same; only a stranger's delete of the claim is seen this much later.
+const claimFirstLook = 5 * time.Millisecond
 
 // ID is the item's id, "<bucket>-<sequence>". Ids sort in queue order and
 // stay the same across redeliveries.

@@ -471,3 +471,33 @@ func TestIDsGrowAcrossDrains(t *testing.T) {
 	require.NoError(t, hold.Ack(ctx))
 	drain(t, q, 1)
 }
+
+// A claim deleted by another client is a lost claim, whether the delete
+// comes before the Job's owner first watches the claim or after: Done is
+// closed, Ack refuses, and the item is delivered again.
+func TestClaimDeletedByAnotherClient(t *testing.T) {
+	srv := setup(t)
+	p := queuePath(t, srv.Addrs())
+	ctx := bg(t, 30*time.Second)
+	q := newQueue(t, connect(t, srv.Addrs()), p)
+	other := connect(t, srv.Addrs())
+	for i, after := range []time.Duration{0, 200 * time.Millisecond} {
+		_, err := q.Put(ctx, []byte("x"))
+		require.NoError(t, err)
+		j, err := q.Take(ctx)
+		require.NoError(t, err)
+		time.Sleep(after)
+		require.NoError(t, other.Conn().Delete(p+"/claims/"+j.ID(), -1))
+		select {
+		case <-j.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("case %d: the claim was deleted and Done stays open", i)
+		}
+		require.ErrorIs(t, j.Ack(ctx), fairqueue.ErrClaimLost)
+		again, err := q.Take(ctx)
+		require.NoError(t, err)
+		require.Equal(t, j.ID(), again.ID())
+		require.Equal(t, 2, again.Attempt())
+		require.NoError(t, again.Ack(ctx))
+	}
+}

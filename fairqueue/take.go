@@ -80,8 +80,8 @@ func (q *Queue) take(ctx context.Context, wait bool) (*Job, error) {
 		if !wait {
 			v.ahead = 0 // TryTake does not stand in line
 		}
-		if c, ok := t.pick(v); ok {
-			j, err := q.claim(ctx, t.me(), c)
+		if cs := t.pick(v); len(cs) > 0 {
+			j, err := q.claimFirst(ctx, t.me(), cs)
 			if err != nil {
 				return nil, err
 			}
@@ -89,7 +89,7 @@ func (q *Queue) take(ctx context.Context, wait bool) (*Job, error) {
 				t.e = nil // the claim's multi took us out of the line
 				return j, nil
 			}
-			continue // someone else's now: look again
+			continue // all someone else's: look again
 		}
 		if !wait {
 			return nil, nil
@@ -106,7 +106,7 @@ func (q *Queue) take(ctx context.Context, wait bool) (*Job, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, ok := t.pick(w); ok || len(w.due) > 0 {
+		if len(t.pick(w)) > 0 || len(w.due) > 0 {
 			continue
 		}
 		wake := w.next
@@ -119,25 +119,30 @@ func (q *Queue) take(ctx context.Context, wait bool) (*Job, error) {
 	}
 }
 
-// pick says which item to claim, if any: the oldest we see (never another:
-// so no consumer is handed a lower id after a higher one), when there are
-// more than consumers ahead of us, or once those consumers have had their
-// grace to claim it.
-func (t *taker) pick(v *view) (candidate, bool) {
+// pick says which items to claim, if any: the oldest we see (never
+// another: so no consumer is handed a lower id after a higher one), and,
+// should it be someone else's by the time our claim arrives, the next
+// oldest, and so on, while there are more items than consumers ahead of
+// us; or the oldest alone, once those consumers have had their grace to
+// claim it.
+func (t *taker) pick(v *view) []candidate {
 	if len(v.avail) == 0 {
 		t.seenID = ""
-		return candidate{}, false
+		return nil
+	}
+	if n := len(v.avail) - v.ahead; n > 0 {
+		return v.avail[:n]
 	}
 	c := v.avail[0]
-	if len(v.avail) > v.ahead {
-		return c, true
-	}
 	now := time.Now()
 	if c.id() != t.seenID {
 		t.seenID, t.seenAt = c.id(), now
-		return candidate{}, false
+		return nil
 	}
-	return c, now.Sub(t.seenAt) >= t.q.grace()
+	if now.Sub(t.seenAt) < t.q.grace() {
+		return nil
+	}
+	return v.avail[:1]
 }
 
 // me is our line node's path, or "" when we are not in line.

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -73,6 +74,12 @@ type Config struct {
 	// Recipe names the recipe for telemetry (hold time, losses); "" for
 	// none.
 	Recipe string
+	// FirstLook, when nothing watches the node yet (no DirEv, no Own), is
+	// how long after Start the owner first reads and watches it: a holder
+	// that releases sooner costs no read, and its release does not wait
+	// behind one. Until then only the session's end is seen as a loss; a
+	// stranger's delete is seen at the first look.
+	FirstLook time.Duration
 }
 
 // Owner is the one goroutine that owns a held node's state.
@@ -97,7 +104,8 @@ type Owner struct {
 	defRelease ReleaseFunc
 	dirEv      <-chan zk.Event
 	nodeEv     <-chan zk.Event
-	look       bool // the node must be read (and watched) again
+	look       bool             // the node must be read (and watched) again
+	lookAt     <-chan time.Time // when the first look is due (FirstLook)
 	lookTry    int
 	release    *releasing
 	writes     []*request
@@ -130,6 +138,8 @@ func Start(cfg Config) *Owner {
 	case cfg.Own != nil:
 		o.nodeEv = cfg.Own.Ev
 		o.version.Store(cfg.Own.Stat.Version)
+	case cfg.DirEv == nil && cfg.FirstLook > 0:
+		o.lookAt = time.After(cfg.FirstLook)
 	case cfg.DirEv == nil:
 		o.look = true // nothing watches the node yet
 	}
@@ -236,6 +246,8 @@ func (o *Owner) run() {
 			o.nodeEvent(ev)
 		case <-retry:
 			retry = nil
+		case <-o.lookAt:
+			o.lookAt, o.look = nil, true
 		case <-o.s.Done():
 			o.end(o.lossf("%w", o.s.Err()))
 		}
