@@ -442,3 +442,104 @@ func TestFaultCtxFairqueue(t *testing.T) {
 		return fs
 	})
 }
+
+// A Take whose claim of the oldest item loses the race goes on to the next
+// item its look showed, with the read it made before: that second claim is
+// a request of its own, tested here under both faults. The lost race is
+// made, not hoped for: the Dropper holds our claim of the first item back
+// while another consumer takes that item.
+func TestFaultLostRaceFairqueue(t *testing.T) {
+	cases := []struct {
+		name string
+		mode zktest.Mode // a drop on the second claim; 0: ctx ends
+		// For a ctx case: whether it ends while the second claim is held
+		// (in flight), or while the first is (the second never sent).
+		second bool
+	}{
+		{"AfterWrite on the second claim", zktest.AfterWrite, true},
+		{"LoseReply on the second claim", zktest.LoseReply, true},
+		{"ctx ending during the second claim", 0, true},
+		{"ctx ending before the second claim", 0, false},
+	}
+	srv := setup(t)
+	d := &zktest.Dropper{}
+	s := d.Connect(t, srv.Addrs())
+	other := connect(t, srv.Addrs())
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Cleanup(func() { d.Disarm() })
+			e := queueEnv{d: d, s: s, other: other, p: queuePath(t, srv.Addrs())}
+			ctx := bg(t, 60*time.Second)
+			warm(t, ctx, e) // claims/ exists: the claims are one multi each
+			qo := fq(t, other, e.p)
+			id1, err := qo.Put(ctx, []byte("1"))
+			require.NoError(t, err)
+			id2, err := qo.Put(ctx, []byte("2"))
+			require.NoError(t, err)
+
+			never := zktest.Match{Op: zktest.OpMulti, Path: "/no such path"}
+			const hold = 300 * time.Millisecond
+			d.HoldFor(zktest.Match{Op: zktest.OpMulti, Path: e.p + "/claims/" + id1}, never, hold)
+			second := zktest.Match{Op: zktest.OpMulti, Path: e.p + "/claims/" + id2}
+			if tc.mode != 0 {
+				d.Arm(second, tc.mode)
+			} else if tc.second {
+				d.HoldFor(second, never, hold)
+			}
+			armed, base := d.Armed(), d.Fired()
+			tctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			type taken struct {
+				j   *fairqueue.Job
+				err error
+			}
+			res := make(chan taken, 1)
+			go func() {
+				j, err := fq(t, s, e.p).Take(tctx)
+				res <- taken{j, err}
+			}()
+
+			// Our claim of the first item is held: another consumer takes it.
+			require.Eventually(t, func() bool { return d.Armed() < armed }, 10*time.Second, time.Millisecond)
+			if tc.mode == 0 && !tc.second {
+				cancel()
+			}
+			j1, err := qo.TryTake(ctx)
+			require.NoError(t, err)
+			require.Equal(t, id1, j1.ID())
+			require.NoError(t, j1.Ack(ctx))
+			if tc.mode == 0 && tc.second {
+				// Our claim of the second item is in flight: the ctx ends.
+				require.Eventually(t, func() bool { return d.Armed() == 0 }, 10*time.Second, time.Millisecond)
+				cancel()
+			}
+
+			r := <-res
+			if tc.mode != 0 {
+				require.NoError(t, r.err, "Take with a %v on its second claim", tc.mode)
+				require.True(t, fired(d, base+1, 5*time.Second), "the %v did not fire", tc.mode)
+				require.Equal(t, id2, r.j.ID())
+				require.Equal(t, 1, r.j.Attempt())
+				requireKept(t, r.j, tc.name)
+				settle(t, ctx, "Ack", r.j.Ack(ctx), r.j.Ack)
+			} else {
+				require.True(t, isCtxErr(r.err), "Take with its ctx ended: %v", r.err)
+				// The item is not held by the consumer that gave up: the
+				// claim that landed after all is deleted, and the item is
+				// delivered again (the claim counted a delivery); a claim
+				// never sent counted none.
+				j2 := takeWithin(t, qo, other, e.p, "the second item, after "+tc.name)
+				require.Equal(t, id2, j2.ID())
+				want := 1
+				if tc.second {
+					want = 2
+				}
+				require.Equal(t, want, j2.Attempt())
+				require.NoError(t, j2.Ack(ctx))
+			}
+			require.Empty(t, drainAll(t, ctx, e), "an acked item came back")
+			requireClean(t, e, tc.name)
+			usable(t, ctx, e, tc.name)
+		})
+	}
+}
