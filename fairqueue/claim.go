@@ -139,7 +139,10 @@ func (q *Queue) claim(ctx context.Context, me string, c candidate, n znode.Node)
 			// the rest of its multi. Its outcome is settled once the client
 			// has reconnected: look.
 			st, err := znode.Retry(ctx, q.s, func() (*zk.Stat, error) {
-				_, st, err := q.s.Conn().Exists(cp)
+				ok, st, err := q.s.Conn().Exists(cp)
+				if !ok {
+					st = nil // the client returns a zero stat for no node
+				}
 				return st, err
 			})
 			switch {
@@ -148,15 +151,20 @@ func (q *Queue) claim(ctx context.Context, me string, c candidate, n znode.Node)
 				// claim left, a clean-up finds.
 				q.s.Cleanup("ambiguous claim "+cp, q.deleteOwnClaim(cp))
 				return nil, err
-			case st != nil && st.EphemeralOwner == q.s.ID():
+			case st == nil:
+				// It did not land, and no one has claimed the item since:
+				// claim it again. Going on to the next item instead would
+				// leave this one, free and older, behind us.
+				continue
+			case st.EphemeralOwner == q.s.ID():
 				return newJob(), nil
 			}
-			return nil, nil // it did not land: look again
+			return nil, nil // someone else's now
 		default:
 			return nil, fmt.Errorf("claim %s: %w", id, err)
 		}
 	}
-	return nil, fmt.Errorf("claim %s: claims directory keeps vanishing", id)
+	return nil, fmt.Errorf("claim %s: no outcome in %d tries (the claims directory vanishing, or the connection)", id, maxDirTries)
 }
 
 // opResult is the outcome of a multi: the failed op's index and its error.

@@ -47,6 +47,17 @@
 // consumers racing for the same oldest items is the cost of the order: a
 // crowd of them loses most races, each a write (see the README's figures).
 //
+// While items wait for consumers, a look that finds a backlog (enough items
+// free, no consumer in line) leaves its free items with the Queue, and the
+// Takes of the next 100 ms use them instead of looking: each reads the
+// oldest few in one round trip and claims the oldest never delivered (data
+// version 0), passing over only items gone or delivered before. That halves
+// what a Take costs when a backlog waits. Items that come back (a lost
+// claim, a hold that ends) are found by the next look, so while a backlog
+// lasts a consumer may be handed newer items first for up to that moment;
+// a Nack clears its own Queue's backlog, so the item given back is that
+// Queue's next.
+//
 // Fairness is for scarcity. A consumer that finds nothing stands in the
 // consumers' line, on the same engine as zklock's recipes: the first two in
 // line look at the items, the others each watch one or two nodes ahead, so
@@ -60,7 +71,8 @@
 //
 // Take claims an item with an EPHEMERAL claim node and a version-checked
 // setData on the item in one multi; the item's data version is the number of
-// deliveries (Job.Attempt). Ack deletes item and claim in one multi; Nack
+// claims (Job.Attempt: the deliveries, and a claim that landed for a Take
+// that gave up before it returned). Ack deletes item and claim in one multi; Nack
 // deletes only the claim, so the item is back at its place in line. A
 // consumer whose session ends loses its claims, and its items are delivered
 // again. Items delivered WithMaxAttempts times move to dead/ (see

@@ -2,10 +2,10 @@ package fairqueue_test
 
 // The fault suite: every request the queue sends is tested under two
 // faults. (1) The connection drops right after the request is written
-// (zktest.Dropper, both modes: the request may or may not have been
-// applied, or it was and its reply is lost); the session survives. (2) The
-// caller's ctx ends before, during or after the call: at 0, 20µs, 100µs or
-// 1ms. After each case: an item put is there once (or, after an unknown
+// (zktest.Dropper, every mode: the request may or may not have been
+// applied, or it was and its reply is lost, or it was lost on the way);
+// the session survives. (2) The caller's ctx ends before, during or after
+// the call: at 0, 20µs, 100µs or 1ms. After each case: an item put is there once (or, after an unknown
 // outcome, at most once), a Job taken is not lost, Ack and Nack settle the
 // item, no consumer is stranded in line/, no claim or other node is left.
 //
@@ -214,6 +214,54 @@ func takeCase(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
 	requireHit(t, hit, "Take", f)
 }
 
+// backlogCase takes under the fault with items waiting, from the backlog
+// that the Take before it left: Take must get the oldest, b1 (with a ctx
+// fault it may give up, and the items stay deliverable), however the fault
+// cut its claim (a claim that did not land is sent again: going on to the
+// next item would leave b1 behind a newer one). Then the rest drain in
+// order, nothing lost, nothing twice.
+func backlogCase(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
+	q := fq(t, e.s, e.p, fairqueue.WithBacklogTTL(time.Minute))
+	o := fq(t, e.other, e.p)
+	var want []string
+	for i := range fairqueue.BacklogMin + 2 {
+		_, err := o.Put(ctx, fmt.Appendf(nil, "b%d", i))
+		require.NoError(t, err)
+		want = append(want, fmt.Sprintf("b%d", i))
+	}
+	j, err := q.Take(ctx) // the look that leaves the backlog
+	require.NoError(t, err)
+	require.Equal(t, want[0], string(j.Data()))
+	require.NoError(t, j.Ack(ctx))
+	want = want[1:]
+
+	fctx, cancel := f.arm(e, ctx)
+	defer cancel()
+	j, err = q.Take(fctx)
+	hit := f.done(e, 200*time.Millisecond)
+	if err != nil && f.byCtx() {
+		require.True(t, isCtxErr(err), "Take with a %v: %v", f, err)
+		// Each item once, whatever the abandoned Take left to clean up.
+		var got []string
+		for range want {
+			j := takeWithin(t, o, e.other, e.p, "an item, after a Take with a "+f.String())
+			got = append(got, string(j.Data()))
+			require.NoError(t, j.Ack(ctx))
+		}
+		require.ElementsMatch(t, want, got)
+	} else {
+		require.NoError(t, err, "Take with a %v", f)
+		requireKept(t, j, "taken with a "+f.String())
+		require.Equal(t, want[0], string(j.Data()), "the oldest item, with a %v", f)
+		settle(t, ctx, "Ack", j.Ack(ctx), j.Ack)
+		require.Equal(t, want[1:], drainAll(t, ctx, e), "the rest, in order")
+	}
+	require.Empty(t, drainAll(t, ctx, e), "an item came back")
+	requireClean(t, e, f.String())
+	usable(t, ctx, e, f.String())
+	requireHit(t, hit, "Take", f)
+}
+
 // warm uses the queue once (line/ and claims/ exist from then on).
 func warm(t *testing.T, ctx context.Context, e queueEnv) {
 	t.Helper()
@@ -275,6 +323,14 @@ var queueScenarios = []queueScenario{
 			require.NoError(t, err)
 			takeCase(t, ctx, e, f)
 		},
+	},
+	{
+		// A Take served from the backlog its look left (items waiting, no
+		// consumer in line): it reads the oldest items (getData) and claims
+		// the oldest never delivered with a multi; no listing.
+		name: "take-backlog",
+		ops:  []int32{zktest.OpGetData, zktest.OpMulti},
+		run:  backlogCase,
 	},
 	{
 		// Take waits on an empty queue used before; the fault hits while
@@ -424,7 +480,7 @@ func TestFaultDropFairqueue(t *testing.T) {
 	runQueueFaults(t, func(sc queueScenario) []*fault {
 		var fs []*fault
 		for _, op := range sc.ops {
-			for _, mode := range []zktest.Mode{zktest.AfterWrite, zktest.LoseReply} {
+			for _, mode := range []zktest.Mode{zktest.AfterWrite, zktest.LoseReply, zktest.BeforeWrite} {
 				fs = append(fs, &fault{op: op, mode: mode})
 			}
 		}

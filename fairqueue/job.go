@@ -94,11 +94,15 @@ func (j *Job) Nack(ctx context.Context) error {
 	}
 	// The version check fences: if the claim was lost and the item claimed
 	// again, its version moved on and we must not delete the new claim.
-	return j.settle(ctx, "nack", j.q.s.Telemetry().Nacked, func(conn *zk.Conn) error {
+	err := j.settle(ctx, "nack", j.q.s.Telemetry().Nacked, func(conn *zk.Conn) error {
 		return gone(znode.MultiErr(conn.Multi(
 			&zk.CheckVersionRequest{Path: j.item, Version: j.version},
 			&zk.DeleteRequest{Path: j.claim, Version: -1})))
 	})
+	// The item is back, ahead of the newer items of this Queue's backlog:
+	// the next Take looks.
+	j.q.backlog.clear()
+	return err
 }
 
 // NackAfter gives the item back, as Nack does, but keeps it from every

@@ -20,7 +20,9 @@ import (
 //
 // Guarantees: items are taken oldest first (by id), and no consumer (one
 // Queue's Takes) is ever handed a lower id than it had before, except when
-// an item comes back (Nack, a lost claim); when consumers wait for items,
+// an item comes back (Nack, a lost claim); an item that comes back is found
+// by a consumer's next look, which while items wait comes every 100 ms, so
+// newer items may go first meanwhile; when consumers wait for items,
 // they are served in the order they began to wait, and when items wait for
 // consumers, every consumer takes at once; every item put is delivered
 // until it is acked or moved to the dead-letter area (at least once: a
@@ -49,6 +51,9 @@ type Queue struct {
 	// items/, oldest first: consumers list items/ only when it runs out.
 	bucketsMu sync.Mutex
 	buckets   []int64
+	// backlog is the free items of the last look, while items wait for
+	// consumers.
+	backlog backlog
 	// rtt is a running mean of how long a look takes, in nanoseconds: the
 	// grace a waiting consumer gives those ahead of it is a few of them.
 	rtt atomic.Int64
@@ -63,7 +68,7 @@ func New(s *zkrecipes.Session, path string, opts ...Option) (*Queue, error) {
 	if err := znode.ValidatePath(path); err != nil {
 		return nil, fmt.Errorf("fairqueue: %w", err)
 	}
-	o := options{bucketSize: defaultBucketSize}
+	o := options{bucketSize: defaultBucketSize, backlogTTL: defaultBacklogTTL}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -79,7 +84,7 @@ func New(s *zkrecipes.Session, path string, opts ...Option) (*Queue, error) {
 	}
 	return &Queue{
 		s: ss, log: ss.Log().With("queue", path), dir: path, acl: o.acl,
-		maxAttempts: o.maxAttempts, bucketSize: o.bucketSize,
+		maxAttempts: o.maxAttempts, bucketSize: o.bucketSize, backlog: backlog{ttl: o.backlogTTL},
 		items: path + "/items", claims: path + "/claims", line: path + "/line", dead: path + "/dead",
 		held: path + "/held", delayed: path + "/delayed", keys: path + "/keys",
 	}, nil

@@ -16,7 +16,9 @@ import (
 //
 // When items wait for consumers, every consumer takes at once: each claims
 // the oldest item not claimed yet, and a consumer that froze or died holds
-// up no one. When consumers wait for items, they are served in the order
+// up no one; most Takes then read only the oldest few items of the backlog
+// their Queue's last look found, not the whole queue (see the package
+// documentation). When consumers wait for items, they are served in the order
 // they called Take: they stand in a line, only the first two look at the
 // items (so a put wakes two consumers, not all of them), the first takes
 // at once and the second after a grace of a few round trips, in case the
@@ -67,10 +69,16 @@ func (q *Queue) take(ctx context.Context, wait bool) (*Job, error) {
 	t := &taker{q: q}
 	defer t.leave()
 	for {
+		if t.e == nil {
+			if j, err := q.takeBacklog(ctx); j != nil || err != nil {
+				return j, err
+			}
+		}
 		v, err := q.look(ctx, t.e, false)
 		if err != nil {
 			return nil, err
 		}
+		q.backlog.keep(v)
 		if len(v.due) > 0 {
 			if _, err := q.promote(ctx, v.due); err != nil {
 				return nil, err

@@ -2,10 +2,10 @@ package zklock_test
 
 // The fault suite: every request a recipe sends is tested under two
 // faults. (1) The connection drops right after the request is written
-// (zktest.Dropper, both modes: the request may or may not have been
-// applied, or it was and its reply is lost); the session survives. (2) The
-// caller's ctx ends before, during or after the call: at 0, 20µs, 100µs or
-// 1ms. After each case: no false loss (a lease that was returned is held
+// (zktest.Dropper, every mode: the request may or may not have been
+// applied, or it was and its reply is lost, or it was lost on the way);
+// the session survives. (2) The caller's ctx ends before, during or after
+// the call: at 0, 20µs, 100µs or 1ms. After each case: no false loss (a lease that was returned is held
 // until released), no stranded lock (another session acquires afterwards),
 // no node left behind, no lost leadership.
 //
@@ -530,7 +530,7 @@ func TestFaultDropZklock(t *testing.T) {
 	runFaults(t, func(u use) []fault {
 		var fs []fault
 		for _, op := range u.ops {
-			for _, mode := range []zktest.Mode{zktest.AfterWrite, zktest.LoseReply} {
+			for _, mode := range []zktest.Mode{zktest.AfterWrite, zktest.LoseReply, zktest.BeforeWrite} {
 				fs = append(fs, dropFault{op: op, mode: mode, base: new(int)})
 			}
 		}

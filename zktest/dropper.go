@@ -54,6 +54,12 @@ const (
 	// applied, and the client's call fails with zk.ErrConnectionClosed:
 	// the reply lost on the way back.
 	LoseReply
+
+	// BeforeWrite closes the connection instead of forwarding the request:
+	// the request was NOT applied (lost on the way), and the client's call
+	// fails with zk.ErrConnectionClosed, as after AfterWrite. The two are
+	// what a client cannot tell apart.
+	BeforeWrite
 )
 
 func (m Mode) String() string {
@@ -62,6 +68,8 @@ func (m Mode) String() string {
 		return "AfterWrite"
 	case LoseReply:
 		return "LoseReply"
+	case BeforeWrite:
+		return "BeforeWrite"
 	}
 	return "Mode(?)"
 }
@@ -114,6 +122,7 @@ func (m Match) hits(r request) bool {
 //     watch events) does.
 //   - With AfterWrite, the request was handed whole to the connection, and
 //     nothing the server sends after that reaches the client.
+//   - With BeforeWrite, the request never reaches the server.
 //   - Once a cut has closed it, a connection takes what the client writes
 //     and sends it nowhere, as a socket does whose peer just vanished: the
 //     requests in flight fail with zk.ErrConnectionClosed, none with an
@@ -387,6 +396,12 @@ func (c *dropConn) Write(p []byte) (int, error) {
 			continue
 		}
 		switch a.mode {
+		case BeforeWrite:
+			// As AfterWrite, but the frame never reaches the server; what
+			// the client writes after it goes nowhere (see above).
+			c.cutHere()
+			c.wbuf = nil
+			return len(p), nil
 		case LoseReply:
 			c.mu.Lock()
 			c.lose = r.xid

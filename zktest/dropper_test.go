@@ -81,6 +81,23 @@ func TestDropperFaultAfterWrite(t *testing.T) {
 	}
 }
 
+func TestDropperFaultBeforeWrite(t *testing.T) {
+	d, s, other, root := dropperSetup(t)
+	p := root + "/n"
+	d.Arm(zktest.Match{Op: zktest.OpCreate, Path: p}, zktest.BeforeWrite)
+	_, err := s.Conn().Create(p, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+	require.ErrorIs(t, err, zk.ErrConnectionClosed)
+	require.Equal(t, 1, d.Fired())
+	requireSurvived(t, s)
+	ok, _, err := other.Conn().Exists(p)
+	require.NoError(t, err)
+	require.False(t, ok, "the create never reached the server")
+	// The session goes on: the same request now lands.
+	_, err = s.Conn().Create(p, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+	require.NoError(t, err)
+	require.NoError(t, s.Conn().Delete(p, -1))
+}
+
 // The aim: only the request that matches is cut, only once per Arm; other
 // requests, even on the same path, go through.
 func TestDropperFaultAimsAndIsOneShot(t *testing.T) {
