@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-
-	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // While items wait for consumers, a Take need not look at the whole queue.
@@ -113,13 +111,7 @@ func (q *Queue) takeBacklog(ctx context.Context) (*Job, error) {
 	if len(cs) == 0 {
 		return nil, nil
 	}
-	nodes := make([]znode.Node, len(cs))
-	errs := make([]error, len(cs))
-	var wg sync.WaitGroup
-	for i, c := range cs {
-		wg.Go(func() { nodes[i], errs[i] = znode.Get(ctx, q.s, q.itemPath(c)) })
-	}
-	wg.Wait()
+	nodes, errs := q.readItems(ctx, cs)
 	for i, c := range cs {
 		switch err := errs[i]; {
 		case errors.Is(err, zk.ErrNoNode):

@@ -26,13 +26,7 @@ func (q *Queue) claimFirst(ctx context.Context, me string, cs []candidate) (*Job
 	for len(cs) > 0 {
 		batch := cs[:min(len(cs), readAhead)]
 		cs = cs[len(batch):]
-		nodes := make([]znode.Node, len(batch))
-		errs := make([]error, len(batch))
-		var wg sync.WaitGroup
-		for i, c := range batch {
-			wg.Go(func() { nodes[i], errs[i] = znode.Get(ctx, q.s, q.itemPath(c)) })
-		}
-		wg.Wait()
+		nodes, errs := q.readItems(ctx, batch)
 		for i, c := range batch {
 			switch err := errs[i]; {
 			case errors.Is(err, zk.ErrNoNode):
@@ -47,6 +41,19 @@ func (q *Queue) claimFirst(ctx context.Context, me string, cs []candidate) (*Job
 		}
 	}
 	return nil, nil
+}
+
+// readItems reads the items cs at once: the client pipelines the reads, so
+// they cost one round trip.
+func (q *Queue) readItems(ctx context.Context, cs []candidate) ([]znode.Node, []error) {
+	nodes := make([]znode.Node, len(cs))
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Go(func() { nodes[i], errs[i] = znode.Get(ctx, q.s, q.itemPath(c)) })
+	}
+	wg.Wait()
+	return nodes, errs
 }
 
 func (q *Queue) itemPath(c candidate) string { return q.bucketPath(c.bucket) + "/" + c.name }
