@@ -113,16 +113,15 @@ func (q *Queue) takeBacklog(ctx context.Context) (*Job, error) {
 	}
 	nodes, errs := q.readItems(ctx, cs)
 	for i, c := range cs {
-		switch err := errs[i]; {
-		case errors.Is(err, zk.ErrNoNode):
-			q.backlog.drop(c) // acked meanwhile
-			continue
-		case err != nil:
+		err := errs[i]
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			// Not read: it stays, for passing over an item unread could
+			// leave it free behind a newer one we take.
 			return nil, fmt.Errorf("read %s: %w", q.itemPath(c), err)
 		}
-		q.backlog.drop(c)
-		if nodes[i].Stat.Version > 0 {
-			continue // delivered before: claimed now, or for a look to find
+		q.backlog.drop(c) // read: whatever comes next, it is not for the backlog again
+		if err != nil || nodes[i].Stat.Version > 0 {
+			continue // acked meanwhile, or delivered before (claimed now, or for a look to find)
 		}
 		j, err := q.claim(ctx, "", c, nodes[i])
 		if j != nil || err != nil {
