@@ -50,14 +50,24 @@ func requireSurvived(t *testing.T, s *zkrecipes.Session) {
 	require.NoError(t, err, "a later request works")
 }
 
-func TestDropperFaultLoseReply(t *testing.T) {
+// createCut arms d on the create of an ephemeral node under the test's
+// root, sends that create, and checks that it failed with the cut, that the
+// cut happened once and that the session survived it. It returns the
+// surviving session, the other session and the node's path.
+func createCut(t *testing.T, mode zktest.Mode) (d *zktest.Dropper, s, other *zkrecipes.Session, p string) {
+	t.Helper()
 	d, s, other, root := dropperSetup(t)
-	p := root + "/n"
-	d.Arm(zktest.Match{Op: zktest.OpCreate, Path: p}, zktest.LoseReply)
+	p = root + "/n"
+	d.Arm(zktest.Match{Op: zktest.OpCreate, Path: p}, mode)
 	_, err := s.Conn().Create(p, []byte("x"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
 	require.ErrorIs(t, err, zk.ErrConnectionClosed)
 	require.Equal(t, 1, d.Fired())
+	requireSurvived(t, s)
+	return d, s, other, p
+}
 
+func TestDropperFaultLoseReply(t *testing.T) {
+	d, s, other, p := createCut(t, zktest.LoseReply)
 	_, st, err := other.Conn().Get(p)
 	require.NoError(t, err, "the create was applied: only its reply was lost")
 	require.Equal(t, s.ID(), st.EphemeralOwner, "made by the surviving session")
@@ -66,13 +76,7 @@ func TestDropperFaultLoseReply(t *testing.T) {
 }
 
 func TestDropperFaultAfterWrite(t *testing.T) {
-	d, s, other, root := dropperSetup(t)
-	p := root + "/n"
-	d.Arm(zktest.Match{Op: zktest.OpCreate, Path: p}, zktest.AfterWrite)
-	_, err := s.Conn().Create(p, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
-	require.ErrorIs(t, err, zk.ErrConnectionClosed)
-	require.Equal(t, 1, d.Fired())
-	requireSurvived(t, s)
+	_, s, other, p := createCut(t, zktest.AfterWrite)
 	// Applied or not: if it was, the node belongs to the surviving session.
 	ok, st, err := other.Conn().Exists(p)
 	require.NoError(t, err)
@@ -82,13 +86,7 @@ func TestDropperFaultAfterWrite(t *testing.T) {
 }
 
 func TestDropperFaultBeforeWrite(t *testing.T) {
-	d, s, other, root := dropperSetup(t)
-	p := root + "/n"
-	d.Arm(zktest.Match{Op: zktest.OpCreate, Path: p}, zktest.BeforeWrite)
-	_, err := s.Conn().Create(p, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
-	require.ErrorIs(t, err, zk.ErrConnectionClosed)
-	require.Equal(t, 1, d.Fired())
-	requireSurvived(t, s)
+	_, s, other, p := createCut(t, zktest.BeforeWrite)
 	ok, _, err := other.Conn().Exists(p)
 	require.NoError(t, err)
 	require.False(t, ok, "the create never reached the server")
