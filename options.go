@@ -26,6 +26,7 @@ type options struct {
 	meters  metric.MeterProvider
 	tracers trace.TracerProvider
 	loss    float64 // session.LossFraction, but for tests of the expiry path
+	tick    time.Duration
 	errs    []error
 }
 
@@ -39,6 +40,26 @@ func WithSessionTimeout(d time.Duration) Option {
 			return
 		}
 		o.timeout = d
+	}
+}
+
+// WithTickTime tells the Session an upper bound on the ensemble's tickTime
+// (zoo.cfg's tickTime; ZooKeeper's default is 2s). The Session needs it to
+// prove, through a follower, that the ensemble's leader heard from it: the
+// proof waits for one of the leader's pings, which come every half tick.
+// Without it, each server is asked with the "conf" four-letter word, which
+// servers answer only when it is whitelisted (4lw.commands.whitelist), and
+// failing that half the session timeout is assumed: true while the
+// ensemble's minSessionTimeout is its default of two ticks. A bound that is
+// too low makes the loss reported too late; one too high costs only more
+// frequent proofs.
+func WithTickTime(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 {
+			o.errs = append(o.errs, fmt.Errorf("zkrecipes: %w: tickTime %v must be positive", ErrInvalidArgument, d))
+			return
+		}
+		o.tick = d
 	}
 }
 

@@ -26,10 +26,17 @@ import (
 // election) is not an end: the Session reconnects and keeps its nodes, and
 // the recipes on it carry on.
 //
-// How early: the Session declares itself lost after 80% of the negotiated
-// timeout without a reply proving that the ensemble heard from it, so its
-// users are told before the ensemble can expire it and hand its locks to
-// anyone else.
+// How early: the Session declares itself lost once 80% of the negotiated
+// timeout has passed since the latest request that the ensemble's leader,
+// the one server that expires sessions, provably heard. A reply from the
+// server the client is connected to is not such a proof when that server
+// is a follower: cut off from the leader, a follower goes on answering
+// pings and reads on its own. Proof needs a chain of replies that passed
+// through the leader (a read, one leader ping later a sync, then a write);
+// a busy session's own traffic makes them, an idle one sends one every
+// second or few (README: "What the mutex guarantees"). So its users are
+// told at least a fifth of the timeout before any leader can expire it and
+// hand its locks to anyone else, whichever server it is connected to.
 //
 // A Session is safe for concurrent use by any number of goroutines and
 // recipes.
@@ -69,7 +76,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 	}
 	s, err := session.Connect(ctx, session.Config{
 		Servers: servers, Timeout: o.timeout, Logger: o.logger,
-		Auth: o.auth, ACL: o.acl, Dialer: o.dialer, Loss: o.loss, TLS: o.tls,
+		Auth: o.auth, ACL: o.acl, Dialer: o.dialer, Loss: o.loss, Tick: o.tick, TLS: o.tls,
 		Telemetry: telemetry.New(o.meters, o.tracers),
 	})
 	if err != nil {

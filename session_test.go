@@ -2,6 +2,9 @@ package zkrecipes_test
 
 import (
 	"context"
+	"io"
+	"net"
+	"runtime"
 	"testing"
 	"time"
 
@@ -28,4 +31,39 @@ func TestConnectHonoursContext(t *testing.T) {
 	// Nothing listens on port 1.
 	_, err := zkrecipes.Connect(ctx, []string{"127.0.0.1:1"})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// A port that answers something other than ZooKeeper's protocol, such as a
+// server's HTTP admin port: go-zookeeper reads the first four bytes of the
+// answer as the connect response's length and allocates that much ("HTTP"
+// is 1.2 GB) on every attempt. The frame is refused before that, and
+// Connect says why.
+func TestConnectRefusesAPortThatIsNotZooKeeper(t *testing.T) {
+	setup(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = c.Read(make([]byte, 512))
+				_, _ = io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+			}()
+		}
+	}()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	_, err = zkrecipes.Connect(ctx, []string{ln.Addr().String()})
+	runtime.ReadMemStats(&after)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "not a ZooKeeper server")
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<20),
+		"Connect allocated %d MB for a port that answered HTTP", (after.TotalAlloc-before.TotalAlloc)>>20)
 }

@@ -28,11 +28,11 @@ var (
 	ErrClosed  = errors.New("session closed")
 )
 
-// LossFraction is how much of the negotiated timeout may pass without proof
-// that the server heard from us before the Session gives itself up. The
-// server cannot expire the session sooner than a full timeout after that
-// proof, so the rest is the head start the Session's users get. A ZooKeeper
-// leader election (a second or two) stays well inside it.
+// LossFraction is how much of the negotiated timeout may pass after the
+// latest proven contact before the Session gives itself up (see
+// contact.go). No leader can expire the session sooner than a full timeout
+// after that contact, so the rest is the head start the Session's users
+// get. A ZooKeeper leader election (a second or two) stays well inside it.
 const LossFraction = 0.8
 
 // Auth is one AddAuth made right after connecting.
@@ -50,6 +50,10 @@ type Config struct {
 	ACL     []zk.ACL
 	Dialer  zk.Dialer
 	Loss    float64 // LossFraction, but for tests of the expiry path
+	// Tick, when positive, is an upper bound on the ensemble's tickTime;
+	// otherwise the servers are asked (see prober), or half the timeout is
+	// assumed.
+	Tick time.Duration
 	// TLS, when set, makes every connection a TLS client over Dialer (see
 	// tlsTransport); nil: plaintext.
 	TLS *tls.Config
@@ -91,14 +95,17 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		kick:     make(chan struct{}, 1),
 		closeReq: make(chan struct{}),
 	}
-	s.tr = wire.New(s.signal, max(time.Second, cfg.Timeout/3))
 	dial, hosts := cfg.Dialer, zk.WithHostProvider(zk.NewDNSHostProvider())
 	var tt *tlsTransport // nil without TLS
+	probe := prober{}
 	if cfg.TLS != nil {
 		// Under the wire watcher, which must see the plaintext protocol.
 		tt = newTLSTransport(cfg.Dialer, cfg.TLS, s.signal)
 		dial, hosts = tt.dial, zk.WithHostProvider(tt)
+		probe = prober{tls: cfg.TLS, serverName: tt.serverName}
 	}
+	s.tr = wire.New(wire.Config{OnHandshake: s.signal, HandshakeWait: max(time.Second, cfg.Timeout/3),
+		Probe: probe.probe, Tick: cfg.Tick})
 	conn, _, err := zk.Connect(cfg.Servers, cfg.Timeout,
 		zk.WithDialer(s.tr.Dialer(dial)),
 		hosts,
@@ -107,9 +114,14 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		zk.WithLogInfo(false),
 	)
 	if err != nil {
+		s.tr.Close()
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	s.conn = conn
+	fail := func() {
+		conn.Close()
+		s.tr.Close()
+	}
 
 	// Wait for the first session. The event channel of zk.Connect is never
 	// read: it drops events when full, so everything comes through onEvent.
@@ -119,19 +131,19 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 			// Every server failed TLS in a way no redial cures: say so now
 			// rather than when ctx ends.
 			if err := tt.refusal(); err != nil {
-				conn.Close()
+				fail()
 				return nil, fmt.Errorf("connect to %s: %w", strings.Join(cfg.Servers, ","), err)
 			}
 		case <-ctx.Done():
-			conn.Close()
-			return nil, fmt.Errorf("connect to %s: %w%s", strings.Join(cfg.Servers, ","), context.Cause(ctx), tt.lastFailure())
+			fail()
+			return nil, fmt.Errorf("connect to %s: %w%s", strings.Join(cfg.Servers, ","), context.Cause(ctx), s.lastFailure(tt))
 		}
 	}
 	s.id = s.tr.SessionID()
 	s.log = s.log.With("session", fmt.Sprintf("0x%x", s.id))
 	for _, a := range cfg.Auth {
 		if err := Call(ctx, func() error { return conn.AddAuth(a.Scheme, a.Data) }); err != nil {
-			conn.Close()
+			fail()
 			return nil, fmt.Errorf("add %s auth: %w", a.Scheme, err)
 		}
 	}
@@ -141,7 +153,7 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	// run turns that into a data race with the receive loop. This also
 	// proves the connection answers requests.
 	if err := Call(ctx, func() error { _, _, err := conn.Exists("/"); return err }); err != nil {
-		conn.Close()
+		fail()
 		return nil, fmt.Errorf("first request: %w", err)
 	}
 	s.wg.Add(1)
@@ -218,14 +230,17 @@ func (s *Session) signal() {
 	}
 }
 
-// monitor decides when the session is over. Its clock is the transport's
-// proof of contact: with none for the loss fraction of the timeout, the
-// session is declared lost before the ensemble can expire it and give its
-// nodes away.
+// monitor decides when the session is over. Its clock is the proven
+// contact (see contact.go): past the deadline after it, the session is
+// declared lost before any leader can expire it and give its nodes away;
+// a proof cycle is sent whenever the contact grows older than the period.
 func (s *Session) monitor() {
 	defer s.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	proved := make(chan time.Duration, 1)
+	proving := false
+	rtt := 10 * time.Millisecond
 	var why error
 	for why == nil {
 		switch sid := s.tr.SessionID(); {
@@ -237,16 +252,32 @@ func (s *Session) monitor() {
 		if why != nil {
 			break
 		}
-		limit := time.Duration(float64(s.Timeout()) * s.loss)
-		silent := s.tr.Silence()
-		if silent >= limit {
-			why = fmt.Errorf("%w: no reply proving contact for %v (timeout %v)", ErrLost, silent.Round(time.Millisecond), s.Timeout())
+		timeout := s.Timeout()
+		limit := deadline(timeout, s.loss)
+		unproven := s.tr.Unproven()
+		if unproven >= limit {
+			why = s.lossError(unproven)
 			break
 		}
-		timer.Reset(limit - silent)
+		wait := limit - unproven
+		if !proving {
+			if p := period(timeout, s.loss, s.tr.Mode(), s.tr.Window(), rtt); unproven >= p {
+				proving = true
+				s.wg.Add(1)
+				go func() {
+					defer s.wg.Done()
+					proved <- s.prove()
+				}()
+			} else {
+				wait = min(wait, p-unproven)
+			}
+		}
+		timer.Reset(wait)
 		select {
 		case <-s.kick:
 		case <-timer.C:
+		case d := <-proved:
+			proving, rtt = false, max(10*time.Millisecond, d)
 		case <-s.closeReq:
 			why = ErrClosed
 		}
@@ -255,6 +286,27 @@ func (s *Session) monitor() {
 	// Closed so that the client can never resume as a different session;
 	// every call in flight returns.
 	s.conn.Close()
+	s.tr.Close()
+}
+
+// lossError says why the session was given up, with what the proof needed.
+func (s *Session) lossError(unproven time.Duration) error {
+	tick, known := s.tr.Tick()
+	how := "assumed: half the timeout"
+	if known {
+		how = "known"
+	}
+	return fmt.Errorf("%w: no proof of contact with the ensemble's leader for %v (timeout %v; server %s; tickTime %v, %s)",
+		ErrLost, unproven.Round(time.Millisecond), s.Timeout(), s.tr.Mode(), tick, how)
+}
+
+// lastFailure describes why the latest attempts to connect failed, for the
+// error of a Connect that gave up.
+func (s *Session) lastFailure(tt *tlsTransport) string {
+	if err := s.tr.Failure(); err != nil {
+		return fmt.Sprintf(" (latest refusal: %v)", err)
+	}
+	return tt.lastFailure()
 }
 
 func (s *Session) finish(why error) {
