@@ -22,6 +22,11 @@ var (
 	// ErrNoDeadLetter: Requeue was given an id that is not in the
 	// dead-letter area.
 	ErrNoDeadLetter = errors.New("no such dead letter")
+
+	// ErrSettled: Ack after Nack (or NackAfter), Nack after Ack: the job was
+	// settled, or is being settled, the other way. (Ack after Ack, and Nack
+	// after Nack, return nil.)
+	ErrSettled = errors.New("job already settled another way")
 )
 
 var (
@@ -30,6 +35,6 @@ var (
 	errLineLost = errors.New("place in the consumers' line lost")
 	// errMixed: the line's directory holds other recipes' nodes.
 	errMixed = errors.New("the consumers' line holds other recipes' nodes")
-	// errSettled: a Job's owner says so once Ack or Nack is applied.
-	errSettled = errors.New("job settled")
+	// errDone: a Job's owner says so once Ack or Nack is applied.
+	errDone = errors.New("job settled")
 )

@@ -283,3 +283,34 @@ func TestAckUnansweredAtSessionEnd(t *testing.T) {
 	require.Equal(t, "x", string(again.Data()))
 	require.NoError(t, again.Ack(ctx))
 }
+
+// A job settled one way cannot be settled the other way: Ack after Nack,
+// and Nack after Ack, say so with ErrSettled and change nothing; the same
+// call again is nil.
+func TestSettledJobRefusesTheOtherWay(t *testing.T) {
+	srv := setup(t)
+	s := connect(t, srv.Addrs())
+	p := queuePath(t, srv.Addrs())
+	q := newQueue(t, s, p)
+	ctx := bg(t, 30*time.Second)
+
+	_, err := q.Put(ctx, []byte("x"))
+	require.NoError(t, err)
+	j, err := q.Take(ctx)
+	require.NoError(t, err)
+	require.NoError(t, j.Nack(ctx))
+	require.NoError(t, j.Nack(ctx), "Nack after Nack")
+	err = j.Ack(ctx)
+	require.ErrorIs(t, err, fairqueue.ErrSettled, "Ack after Nack")
+	require.ErrorContains(t, err, "ack after nack")
+
+	j, err = q.Take(ctx) // the item is back: the Ack changed nothing
+	require.NoError(t, err)
+	require.Equal(t, 2, j.Attempt())
+	require.NoError(t, j.Ack(ctx))
+	require.NoError(t, j.Ack(ctx), "Ack after Ack")
+	require.ErrorIs(t, j.Nack(ctx), fairqueue.ErrSettled, "Nack after Ack")
+	require.ErrorIs(t, j.NackAfter(ctx, time.Second), fairqueue.ErrSettled, "NackAfter after Ack")
+	_, err = q.TryTake(ctx)
+	require.ErrorIs(t, err, fairqueue.ErrEmpty, "the Nack after Ack gave nothing back")
+}

@@ -41,7 +41,7 @@ func newJob(q *Queue, id, item, claim, key string, data []byte, version int32) *
 	// The owner sets its watch on the claim itself, off Take's path, so it
 	// costs Take no round trip; and only a moment later, so that a job
 	// settled at once costs no read and its Ack does not wait behind one.
-	o := owner.Start(owner.Config{Session: q.s, Path: claim, Lost: ErrClaimLost, Released: errSettled,
+	o := owner.Start(owner.Config{Session: q.s, Path: claim, Lost: ErrClaimLost, Released: errDone, Settled: ErrSettled,
 		FirstLook: claimFirstLook})
 	return &Job{q: q, o: o, id: id, item: item, claim: claim, key: key, data: data, version: version}
 }
@@ -69,12 +69,13 @@ func (j *Job) Done() <-chan struct{} { return j.o.Lost() }
 // Ack removes the item for good, with its claim (and its key), in one
 // multi. It returns an error wrapping ErrClaimLost if the claim was lost
 // before the ack was sent (the item is then delivered again). Once called,
-// the ack goes on until it is applied or the session is over, whatever
-// becomes of ctx: if ctx ends first, Ack returns an error wrapping
-// ErrOutcomeUnknown and ctx's cause; if the session ends while the ack is
-// sent and not answered, one wrapping ErrOutcomeUnknown alone (the item is
-// either gone or delivered again; which, only the queue can tell). Ack
-// after Ack (or Nack) returns nil.
+// the ack is sent, even if ctx had ended before the call, and goes on until
+// it is applied or the session is over: ctx bounds only the wait. If ctx
+// ends first, Ack returns an error wrapping ErrOutcomeUnknown and ctx's
+// cause; if the session ends while the ack is sent and not answered, one
+// wrapping ErrOutcomeUnknown alone (the item is either gone or delivered
+// again; which, only the queue can tell). Ack after Ack returns nil; Ack
+// after Nack or NackAfter, an error wrapping ErrSettled.
 func (j *Job) Ack(ctx context.Context) error {
 	ops := []any{&zk.DeleteRequest{Path: j.item, Version: j.version}, &zk.DeleteRequest{Path: j.claim, Version: -1}}
 	if j.key != "" {
@@ -87,7 +88,8 @@ func (j *Job) Ack(ctx context.Context) error {
 // of everything put after it, and is delivered again, to the first consumer
 // in line. The delivery was counted at the Take: an item that has had
 // WithMaxAttempts deliveries moves to the dead-letter area now. Errors as
-// for Ack.
+// for Ack; Nack after Nack or NackAfter returns nil, Nack after Ack an
+// error wrapping ErrSettled.
 func (j *Job) Nack(ctx context.Context) error {
 	if j.q.maxAttempts > 0 && j.Attempt() >= j.q.maxAttempts {
 		return j.settle(ctx, "nack", j.q.s.Telemetry().Buried, j.bury)
@@ -179,7 +181,7 @@ func gone(_ int, err error) error {
 
 // settle releases the claim with fn, counting it with count once applied.
 func (j *Job) settle(ctx context.Context, op string, count func(), fn func(*zk.Conn) error) error {
-	err := j.o.ReleaseWith(ctx, func(conn *zk.Conn, _ bool) error {
+	err := j.o.ReleaseWith(ctx, op, func(conn *zk.Conn, _ bool) error {
 		err := fn(conn)
 		if err == nil {
 			count()

@@ -129,7 +129,10 @@ func (l *Leadership) Proclaim(ctx context.Context, value []byte) error {
 }
 
 // Resign gives up the leadership: the node is deleted and the next
-// campaigner in line is elected. It is Lease.Unlock: idempotent, nil once
-// the node is confirmed gone, an error wrapping ErrLockLost if leadership
-// had already been lost; the release goes on whatever becomes of ctx.
-func (l *Leadership) Resign(ctx context.Context) error { return l.Unlock(ctx) }
+// campaigner in line is elected. It is released as Lease.Unlock releases:
+// nil once the node is confirmed gone, and again if called again; an error
+// wrapping ErrLockLost if leadership had already been lost; one wrapping
+// ErrSettled after Unlock (and Unlock after Resign wraps ErrSettled too).
+// The release is sent and goes on whatever becomes of ctx, even one that
+// had ended before the call.
+func (l *Leadership) Resign(ctx context.Context) error { return l.release(ctx, "resign") }

@@ -713,3 +713,29 @@ func BenchmarkElectionHandoff(b *testing.B) {
 	b.ReportMetric(q(0.99), "p99-ms")
 	b.ReportMetric(float64(samples[len(samples)-1].Microseconds())/1000, "max-ms")
 }
+
+// A leadership released one way cannot be released the other way: Resign
+// after Unlock, and Unlock after Resign, say so with ErrSettled; the same
+// call again is nil.
+func TestElectionResignAfterUnlockIsSettled(t *testing.T) {
+	srv := setup(t)
+	ctx := bg(t)
+	s := connect(t, srv.Addrs())
+	el, err := zklock.NewElection(s, lockPath(t, s))
+	require.NoError(t, err)
+
+	l, err := el.Campaign(ctx, nil)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctx))
+	require.NoError(t, l.Unlock(ctx), "Unlock after Unlock")
+	require.ErrorIs(t, l.Resign(ctx), zklock.ErrSettled, "Resign after Unlock")
+
+	l, err = el.Campaign(ctx, nil)
+	require.NoError(t, err)
+	require.NoError(t, l.Resign(ctx))
+	require.NoError(t, l.Resign(ctx), "Resign after Resign")
+	err = l.Unlock(ctx)
+	require.ErrorIs(t, err, zklock.ErrSettled, "Unlock after Resign")
+	require.ErrorContains(t, err, "unlock after resign")
+	require.ErrorIs(t, l.Err(), zklock.ErrReleased)
+}

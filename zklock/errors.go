@@ -14,6 +14,10 @@ var (
 	ErrLockLost = errors.New("lock lost")
 	// ErrReleased: Lease.Err after the lease was released.
 	ErrReleased = errors.New("lease released")
+	// ErrSettled: a release of another kind than the one that released
+	// the lease, or is releasing it: Resign after Unlock, Unlock after
+	// Resign. (Unlock after Unlock, and Resign after Resign, return nil.)
+	ErrSettled = errors.New("lease already released another way")
 	// ErrNoPermit: TryAcquire: every permit is held or waited for.
 	ErrNoPermit = errors.New("no permit free")
 	// ErrPermitsMismatch: the semaphore's directory records another number

@@ -44,7 +44,7 @@ type Lease struct {
 func newLease(s *session.Session, h *line.Held) *Lease {
 	o := owner.Start(owner.Config{
 		Session: s, Path: h.Path, DirEv: h.DirEv, Own: h.Own,
-		Lost: ErrLockLost, Released: ErrReleased, Release: releaseNode(h.Path), Recipe: h.Recipe,
+		Lost: ErrLockLost, Released: ErrReleased, Settled: ErrSettled, Release: releaseNode(h.Path), Recipe: h.Recipe,
 	})
 	return &Lease{o: o, path: h.Path, token: h.Token}
 }
@@ -80,15 +80,19 @@ func (l *Lease) Guard() *zk.CheckVersionRequest {
 // Unlock releases the lease: its node is deleted and the next contender in
 // line is woken. It returns nil once the node is confirmed gone, and nil
 // again if called again; an error wrapping ErrLockLost if the lease had
-// been lost.
+// been lost; one wrapping ErrSettled after a Leadership's Resign.
 //
-// Once called, the release goes on until it is confirmed or the session is
-// over, whatever becomes of ctx, which bounds only the wait: a lease whose
-// Unlock returned ctx's cause is released in the background (across
-// disconnects, too), and Done is closed when it is.
-func (l *Lease) Unlock(ctx context.Context) error {
-	if err := l.o.Release(ctx); err != nil {
-		return fmt.Errorf("zklock: unlock %s: %w", l.path, err)
+// Once called, the release is sent and goes on until it is confirmed or
+// the session is over, whatever becomes of ctx, even a ctx that had ended
+// before the call: ctx bounds only the wait. A lease whose Unlock returned
+// ctx's cause is released in the background (across disconnects, too), and
+// Done is closed when it is. So `defer lease.Unlock(reqCtx)` releases the
+// lock even when the request's context was cancelled.
+func (l *Lease) Unlock(ctx context.Context) error { return l.release(ctx, "unlock") }
+
+func (l *Lease) release(ctx context.Context, kind string) error {
+	if err := l.o.Release(ctx, kind); err != nil {
+		return fmt.Errorf("zklock: %s %s: %w", kind, l.path, err)
 	}
 	return nil
 }

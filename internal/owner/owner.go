@@ -15,7 +15,10 @@
 //     only once the outcome of each is known, so its own write is never
 //     taken for a stranger's;
 //   - "release in flight" is its own state: the node found gone after a
-//     release was sent was released, not lost.
+//     release was sent was released, not lost;
+//   - a release asked for is sent, always: the request is handed over
+//     without waiting on the caller's context, which bounds only how long
+//     the caller waits for the outcome.
 package owner
 
 import (
@@ -67,8 +70,10 @@ type Config struct {
 	// Own is the getData watch on the node, when set.
 	Own *znode.Watch
 	// Lost and Released are the recipe's sentinels: every loss wraps Lost;
-	// Err returns Released after a release.
-	Lost, Released error
+	// Err returns Released after a release. Settled is what a release of
+	// another kind than the one that released the node returns (Resign
+	// after Unlock, Nack after Ack).
+	Lost, Released, Settled error
 	// Release is how the node is released by default (Owner.Release).
 	Release ReleaseFunc
 	// Recipe names the recipe for telemetry (hold time, losses); "" for
@@ -89,16 +94,21 @@ type Owner struct {
 	lostErr  error
 	released error
 
+	settled error
+
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	lost   chan struct{} // closed when lost
-	reqs   chan *request
+	wake   chan struct{} // a request is in the inbox; never blocks
 
-	hold      *telemetry.Hold
-	version   atomic.Int32 // the node's data version, as the holder left it
-	mu        sync.Mutex
-	err       error // nil while held
-	unsettled bool  // lost with a release sent and not answered
+	hold       *telemetry.Hold
+	version    atomic.Int32 // the node's data version, as the holder left it
+	mu         sync.Mutex
+	err        error      // nil while held
+	unsettled  bool       // lost with a release sent and not answered
+	releasedBy string     // the kind of the release that released the node
+	inbox      []*request // handed over, not yet taken by the goroutine
+	closed     bool       // the goroutine takes no more requests: answer them here
 
 	// The rest belongs to the goroutine (run).
 	defRelease ReleaseFunc
@@ -114,12 +124,14 @@ type Owner struct {
 type request struct {
 	ctx     context.Context
 	release ReleaseFunc // a release, or else a write of data
+	kind    string      // a release's kind, e.g. "unlock", "ack"
 	data    []byte
 	reply   chan error
 }
 
 type releasing struct {
 	fn      ReleaseFunc
+	kind    string
 	waiters []chan error
 	sent    bool // a try was sent and its outcome is unknown: it may have landed
 	try     int
@@ -129,8 +141,8 @@ type releasing struct {
 func Start(cfg Config) *Owner {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	o := &Owner{
-		s: cfg.Session, path: cfg.Path, lostErr: cfg.Lost, released: cfg.Released,
-		ctx: ctx, cancel: cancel, lost: make(chan struct{}), reqs: make(chan *request),
+		s: cfg.Session, path: cfg.Path, lostErr: cfg.Lost, released: cfg.Released, settled: cfg.Settled,
+		ctx: ctx, cancel: cancel, lost: make(chan struct{}), wake: make(chan struct{}, 1),
 		defRelease: cfg.Release, dirEv: cfg.DirEv,
 		hold: cfg.Session.Telemetry().StartHold(cfg.Recipe),
 	}
@@ -166,17 +178,23 @@ func (o *Owner) Err() error {
 // Version is the node's data version as the holder's writes left it.
 func (o *Owner) Version() int32 { return o.version.Load() }
 
-// Release releases the node with the Config's ReleaseFunc. See ReleaseWith.
-func (o *Owner) Release(ctx context.Context) error { return o.ReleaseWith(ctx, o.defRelease) }
+// Release releases the node with the Config's ReleaseFunc, as a release of
+// the given kind. See ReleaseWith.
+func (o *Owner) Release(ctx context.Context, kind string) error {
+	return o.ReleaseWith(ctx, kind, o.defRelease)
+}
 
-// ReleaseWith releases the node with fn. Once asked, the release goes on
-// until it is confirmed or the session is over, whatever becomes of ctx,
-// which bounds only the wait: a release that was asked for is never left
-// half done. It returns nil once released (and again if asked again), the
-// loss if the holding was lost first, ctx's cause if ctx ends first, or the
-// error of a release refused by the server (then the node is still held).
-func (o *Owner) ReleaseWith(ctx context.Context, fn ReleaseFunc) error {
-	return o.ask(ctx, &request{ctx: ctx, release: fn, reply: make(chan error, 1)})
+// ReleaseWith releases the node with fn. Once asked, the release is sent,
+// whatever the state of ctx (even one that has ended already), and goes on
+// until it is confirmed or the session is over: ctx bounds only the wait,
+// and a release that was asked for is never dropped or left half done. It
+// returns nil once released (and again if asked again with the same kind),
+// the loss if the holding was lost first, ctx's cause if ctx ends first,
+// the error of a release refused by the server (then the node is still
+// held), or an error wrapping the Config's Settled when a release of
+// another kind released it or is under way.
+func (o *Owner) ReleaseWith(ctx context.Context, kind string, fn ReleaseFunc) error {
+	return o.ask(ctx, &request{ctx: ctx, release: fn, kind: kind, reply: make(chan error, 1)})
 }
 
 // Write sets the node's data, as its holder: the owner then takes the
@@ -192,16 +210,23 @@ func (o *Owner) Write(ctx context.Context, data []byte) error {
 	return o.ask(ctx, &request{ctx: ctx, data: data, reply: make(chan error, 1)})
 }
 
+// ask hands r to the goroutine, without blocking and whatever ctx says (a
+// release must not be lost to a context that ended), then waits for its
+// answer or ctx.
 func (o *Owner) ask(ctx context.Context, r *request) error {
-	select {
-	case o.reqs <- r:
-	case <-o.ctx.Done():
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
 		if r.release == nil {
 			return o.Err() // no write after the end
 		}
-		return o.final()
-	case <-ctx.Done():
-		return context.Cause(ctx)
+		return o.final(r.kind)
+	}
+	o.inbox = append(o.inbox, r)
+	o.mu.Unlock()
+	select {
+	case o.wake <- struct{}{}:
+	default:
 	}
 	select {
 	case err := <-r.reply:
@@ -211,18 +236,24 @@ func (o *Owner) ask(ctx context.Context, r *request) error {
 	}
 }
 
-// final is what a release gets once the holding has ended.
-func (o *Owner) final() error {
+// final is what a release of kind gets once the holding has ended.
+func (o *Owner) final(kind string) error {
 	o.mu.Lock()
-	err, unsettled := o.err, o.unsettled
+	err, unsettled, by := o.err, o.unsettled, o.releasedBy
 	o.mu.Unlock()
 	switch {
+	case errors.Is(err, o.released) && by != kind:
+		return o.settledBy(kind, by)
 	case errors.Is(err, o.released):
 		return nil
 	case unsettled:
 		return fmt.Errorf("%w: %w", ErrUnsettled, err)
 	}
 	return err
+}
+
+func (o *Owner) settledBy(kind, by string) error {
+	return fmt.Errorf("%w: %s after %s", o.settled, kind, by)
 }
 
 // run is the owner: it does one thing at a time (a release, a write, a
@@ -237,8 +268,14 @@ func (o *Owner) run() {
 			continue
 		}
 		select {
-		case r := <-o.reqs:
-			o.take(r)
+		case <-o.wake:
+			o.mu.Lock()
+			in := o.inbox
+			o.inbox = nil
+			o.mu.Unlock()
+			for _, r := range in {
+				o.take(r)
+			}
 			retry = nil // a new request goes at once
 		case ev := <-o.dirEv:
 			o.dirEvent(ev)
@@ -278,10 +315,12 @@ func (o *Owner) take(r *request) {
 		r.reply <- fmt.Errorf("%w: a release is under way", o.released)
 	case r.release == nil:
 		o.writes = append(o.writes, r)
+	case o.release != nil && o.release.kind != r.kind:
+		r.reply <- fmt.Errorf("%w (under way)", o.settledBy(r.kind, o.release.kind))
 	case o.release != nil:
 		o.release.waiters = append(o.release.waiters, r.reply)
 	default:
-		o.release = &releasing{fn: r.release, waiters: []chan error{r.reply}}
+		o.release = &releasing{fn: r.release, kind: r.kind, waiters: []chan error{r.reply}}
 		// Writes not yet sent make no sense after a release.
 		for _, w := range o.writes {
 			w.reply <- fmt.Errorf("%w: released before the write was sent", o.released)
@@ -450,6 +489,9 @@ func (o *Owner) end(why error) {
 	}
 	o.err = why
 	reason := ""
+	if errors.Is(why, o.released) && o.release != nil {
+		o.releasedBy = o.release.kind
+	}
 	if !errors.Is(why, o.released) {
 		o.unsettled = o.release != nil && o.release.sent
 		close(o.lost)
@@ -466,16 +508,29 @@ func (o *Owner) end(why error) {
 	o.cancel(why)
 }
 
-// settle answers every request left once the holding has ended.
+// settle answers every request left once the holding has ended, and those
+// handed over since: from now on ask answers them itself.
 func (o *Owner) settle() {
-	final := o.final()
+	o.mu.Lock()
+	o.closed = true
+	in := o.inbox
+	o.inbox = nil
+	o.mu.Unlock()
 	if o.release != nil {
+		final := o.final(o.release.kind)
 		for _, w := range o.release.waiters {
 			w <- final
 		}
 	}
 	for _, w := range o.writes {
 		w.reply <- o.Err()
+	}
+	for _, r := range in {
+		if r.release == nil {
+			r.reply <- o.Err()
+		} else {
+			r.reply <- o.final(r.kind)
+		}
 	}
 }
 
