@@ -1,7 +1,9 @@
 package fairqueue
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"sync"
@@ -72,6 +74,12 @@ func (q *Queue) itemPath(c candidate) string { return q.bucketPath(c.bucket) + "
 // delivered again rather than held by no one. A claim whose connection
 // dropped is looked for once the client has reconnected.
 //
+// A claim names the Take that made it: its data is a token of its own. The
+// session that owns the ephemeral node does not say whose it is, since
+// every Take of every Queue on one session shares it; a Take that looks for
+// its claim after a lost reply, or a clean-up that deletes one, goes by the
+// token.
+//
 // n is the item as read before the claim; a read that is out of date makes
 // the claim fail (the version moved on), as another consumer's claim does.
 func (q *Queue) claim(ctx context.Context, me string, c candidate, n znode.Node) (*Job, error) {
@@ -93,9 +101,11 @@ func (q *Queue) claim(ctx context.Context, me string, c candidate, n znode.Node)
 		}
 		return nil, nil
 	}
+	token := []byte(rand.Text())
+	mine := claimOf{path: cp, token: token, item: ip, version: n.Stat.Version + 1}
 	for range maxDirTries {
 		ops := []any{
-			&zk.CreateRequest{Path: cp, Data: []byte{}, Acl: q.acl, Flags: zk.FlagEphemeral},
+			&zk.CreateRequest{Path: cp, Data: token, Acl: q.acl, Flags: zk.FlagEphemeral},
 			&zk.SetDataRequest{Path: ip, Data: n.Data, Version: n.Stat.Version},
 		}
 		heldOp, meOp := -1, -1
@@ -119,7 +129,7 @@ func (q *Queue) claim(ctx context.Context, me string, c candidate, n znode.Node)
 		select {
 		case r = <-res:
 		case <-ctx.Done():
-			q.s.Cleanup("abandoned claim "+cp, q.settleClaim(cp, res))
+			q.s.Cleanup("abandoned claim "+cp, q.settleClaim(mine, res))
 			return nil, context.Cause(ctx)
 		}
 		newJob := func() *Job {
@@ -145,28 +155,22 @@ func (q *Queue) claim(ctx context.Context, me string, c candidate, n znode.Node)
 			// The connection dropped: the claim may have landed, with all
 			// the rest of its multi. Its outcome is settled once the client
 			// has reconnected: look.
-			st, err := znode.Retry(ctx, q.s, func() (*zk.Stat, error) {
-				ok, st, err := q.s.Conn().Exists(cp)
-				if !ok {
-					st = nil // the client returns a zero stat for no node
-				}
-				return st, err
-			})
+			ours, err := znode.Retry(ctx, q.s, func() (bool, error) { return mine.ours(q.s) })
 			switch {
+			case errors.Is(err, zk.ErrNoNode):
+				// It did not land, and no one holds the item now: claim it
+				// again. Going on to the next item instead would leave this
+				// one, free and older, behind us.
+				continue
 			case err != nil:
 				// Not found out (ctx ended, or the session): whatever the
 				// claim left, a clean-up finds.
-				q.s.Cleanup("ambiguous claim "+cp, q.deleteOwnClaim(cp))
+				q.s.Cleanup("ambiguous claim "+cp, q.deleteOwnClaim(mine))
 				return nil, err
-			case st == nil:
-				// It did not land, and no one has claimed the item since:
-				// claim it again. Going on to the next item instead would
-				// leave this one, free and older, behind us.
-				continue
-			case st.EphemeralOwner == q.s.ID():
+			case ours:
 				return newJob(), nil
 			}
-			return nil, nil // someone else's now
+			return nil, nil // someone else's now: another consumer's, or another Take's of ours
 		default:
 			return nil, fmt.Errorf("claim %s: %w", id, err)
 		}
@@ -180,9 +184,28 @@ type opResult struct {
 	err error
 }
 
+// claimOf is a claim a Take sent: where, its token, and the item's data
+// version it set (the delivery it counts).
+type claimOf struct {
+	path    string
+	token   []byte
+	item    string
+	version int32
+}
+
+// ours reports whether the claim at c.path is this one: made by this Take,
+// not by another Take on the same session. zk.ErrNoNode: there is none.
+func (c claimOf) ours(s *session.Session) (bool, error) {
+	data, st, err := s.Conn().Get(c.path)
+	if err != nil {
+		return false, err
+	}
+	return st.EphemeralOwner == s.ID() && bytes.Equal(data, c.token), nil
+}
+
 // settleClaim is the clean-up of a claim abandoned mid-flight: it waits for
 // the claim's outcome, then deletes the claim if it landed or may have.
-func (q *Queue) settleClaim(cp string, res <-chan opResult) func() error {
+func (q *Queue) settleClaim(c claimOf, res <-chan opResult) func() error {
 	var r *opResult
 	return func() error {
 		if r == nil {
@@ -192,21 +215,31 @@ func (q *Queue) settleClaim(cp string, res <-chan opResult) func() error {
 		if r.i >= 0 || (r.err != nil && !session.IsConnErr(r.err)) {
 			return nil // refused: nothing was made
 		}
-		return q.deleteOwnClaim(cp)()
+		return q.deleteOwnClaim(c)()
 	}
 }
 
-// deleteOwnClaim is a clean-up step: delete the claim at cp if it is ours.
-// A failed look is a failure (retried on connection errors), not a success.
-func (q *Queue) deleteOwnClaim(cp string) func() error {
+// deleteOwnClaim is a clean-up step: delete the claim c if it is there and
+// this Take's. The delete is fenced by the item's version, which only this
+// delivery set: a claim of a later delivery is never deleted by it. A
+// failed look is a failure (retried on connection errors), not a success.
+func (q *Queue) deleteOwnClaim(c claimOf) func() error {
 	return func() error {
-		_, st, err := q.s.Conn().Exists(cp)
+		ours, err := c.ours(q.s)
 		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			return nil
 		case err != nil:
 			return err
-		case st == nil || st.EphemeralOwner != q.s.ID():
+		case !ours:
 			return nil
 		}
-		return q.s.DeleteStep(cp)()
+		_, err = znode.MultiErr(q.s.Conn().Multi(
+			&zk.CheckVersionRequest{Path: c.item, Version: c.version},
+			&zk.DeleteRequest{Path: c.path, Version: -1}))
+		if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
+			return nil // settled meanwhile
+		}
+		return err
 	}
 }
