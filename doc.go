@@ -7,9 +7,12 @@
 // A Session is one ZooKeeper session and never outlives it: when the
 // ensemble expires it, or the client loses touch for too long, or it is
 // closed, Done is closed, Err says why, and every lease made on it ends.
-// The Session declares itself lost after 80% of the negotiated timeout
-// without proof that the ensemble heard from it, so that its holders are
-// told before the ensemble can give their locks to anyone else. A short
+// The Session declares itself lost once 80% of the negotiated timeout has
+// passed since the latest request that the ensemble's leader, the one
+// server that expires sessions, provably heard, so that its holders are
+// told before the ensemble can give their locks to anyone else, even when
+// the server they are connected to is cut off from the others and goes on
+// answering them. A short
 // disconnect that the session survives ends nothing.
 //
 // Connect a new Session to go on, or let Supervise do it: it calls your

@@ -52,10 +52,12 @@
 // past its lease. For ZooKeeper itself, Lease.Guard fences a multi.
 //
 // A lease is lost when its session is over or another client deletes or
-// writes its node. The Session declares itself lost after 80% of the
-// negotiated timeout without proof of contact, so the holder is told
-// (Lease.Done, Err, Context) before the ensemble can expire the session and
-// grant the lock to anyone else. A disconnect that the session survives (a
+// writes its node. The Session declares itself lost once 80% of the
+// negotiated timeout has passed since the latest request that the
+// ensemble's leader provably heard (a follower's own answers prove nothing:
+// cut off from the leader, it goes on answering), so the holder is told
+// (Lease.Done, Err, Context) before any leader can expire the session and
+// grant the lock to anyone else, whichever server the holder is on. A disconnect that the session survives (a
 // server restarting, an ensemble electing a leader) ends nothing: reads are
 // asked again once the client has reconnected, and a write whose outcome is
 // unknown is looked at once it is settled, never guessed at.
@@ -64,8 +66,9 @@
 // the watch on the node are messages to it, so it alone decides whether
 // the lease has ended: a node found gone after its own release was sent
 // was released, not lost, and its own write is never taken for a
-// stranger's. Once asked, a release goes on until it is confirmed or the
-// session ends, whatever becomes of the caller's context.
+// stranger's. Once asked, a release is sent and goes on until it is
+// confirmed or the session ends, whatever becomes of the caller's context,
+// even one that had ended before the call.
 //
 // # Sharing a path
 //

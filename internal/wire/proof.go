@@ -38,7 +38,10 @@ package wire
 // over (ZooKeeper's LearnerSessionTracker swaps the table without a lock),
 // so j's predecessor on the connection is credited, not j itself.
 
-import "time"
+import (
+	"sort"
+	"time"
+)
 
 // Mode is the role of the server at the other end of a connection.
 type Mode int32
@@ -137,16 +140,18 @@ type pending struct {
 	op    int32
 	sent  int64 // when its first byte was written
 	fence int64 // a sync or write: the contact it fences once answered; -1 none
+	win   int64 // the window the fence was found with
 	prior int64 // a write: the best fenced contact answered before it was sent; -1 none
 }
 
 // span is an answered request: sent and answered.
 type span struct{ sent, recv int64 }
 
-// maxSpans bounds the answered requests a connection keeps for its chains;
-// past it new ones are skipped until old ones fall out of the window, which
-// only makes the credited contact older.
-const maxSpans = 1024
+// spanGap is the closest, in fractions of the window, that two answered
+// requests a connection keeps may be: a busy connection keeps a few
+// hundred per window, not every one. Requests skipped only widen the pair
+// the chain credits (an earlier predecessor), which is conservative.
+const spanGap = 512
 
 // proof is the chain state of one connection. The watched connection holds
 // its lock.
@@ -164,19 +169,20 @@ func (p *proof) answered(s span, now, w int64) {
 	for len(p.spans) >= 3 && p.spans[2].recv <= now-w {
 		p.spans = p.spans[1:]
 	}
-	if len(p.spans) < maxSpans {
-		p.spans = append(p.spans, s)
+	if n := len(p.spans); n >= 2 && s.sent-p.spans[n-1].sent < w/spanGap {
+		return
 	}
+	p.spans = append(p.spans, s)
 }
 
 // contact is the contact a sync or write sent at sent proves once fenced
 // and confirmed: the send time of the predecessor of the latest request
-// answered at least w before; -1 if there is none.
+// answered at least w before; -1 if there is none. Replies come in order,
+// so spans are sorted by recv.
 func (p *proof) contact(sent, w int64) int64 {
-	for i := len(p.spans) - 1; i >= 1; i-- {
-		if p.spans[i].recv <= sent-w {
-			return p.spans[i-1].sent
-		}
+	i := sort.Search(len(p.spans), func(i int) bool { return p.spans[i].recv > sent-w }) - 1
+	if i < 1 {
+		return -1
 	}
-	return -1
+	return p.spans[i-1].sent
 }

@@ -234,3 +234,35 @@ func TestProofReconnect(t *testing.T) {
 	reconnect(0x43)
 	require.True(t, w.tr.moved.Load())
 }
+
+// A window found with a tickTime assumed too short (the server's answer
+// came later and says longer) fences nothing.
+func TestProofWindowMustStillHold(t *testing.T) {
+	w := newWireClock(t)
+	w.advance(time.Second)
+	w.call(opExists, 0)
+	w.call(opExists, 0)
+	w.advance(Window(testTick))
+	sync, _ := w.send(opSync)
+	w.tr.tick.Store(int64(4 * testTick)) // the probe says: a longer tick
+	w.advance(time.Millisecond)
+	w.reply(sync, 0)
+	w.call(opMulti, 0, opCheck, 0)
+	require.Equal(t, time.Duration(0), w.proof())
+}
+
+// A busy connection keeps a few hundred answered requests per window, and
+// its chains still credit a contact about one window old.
+func TestProofBusyConnectionKeepsFewSpans(t *testing.T) {
+	w := newWireClock(t)
+	win := Window(testTick)
+	for range 20000 {
+		w.advance(100 * time.Microsecond)
+		w.call(opExists, 0)
+	}
+	require.LessOrEqual(t, len(w.c.p.spans), 2*spanGap+3)
+	w.call(opSync, 0)
+	at := w.now
+	w.call(opMulti, 0, opCheck, 0)
+	require.Greater(t, w.proof(), at-win-10*time.Millisecond, "the contact credited is about a window old")
+}

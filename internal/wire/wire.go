@@ -266,7 +266,8 @@ func (c *watchedConn) request(xid, op int32, at int64) {
 	}
 	r := pending{xid: xid, op: op, sent: at, fence: -1, prior: -1}
 	if op == opSync || isWrite(op) {
-		r.fence = c.p.contact(at, int64(c.t.Window()))
+		r.win = int64(c.t.Window())
+		r.fence = c.p.contact(at, r.win)
 	}
 	if isWrite(op) {
 		r.prior = c.p.fenced
@@ -326,8 +327,11 @@ func (c *watchedConn) reply(first bool, head []byte) int {
 		c.t.prove(r.sent)
 	}
 	// A sync answered, or a write (whatever its outcome: the leader
-	// proposed it), fences its contact for a later write to confirm.
-	if r.fence >= 0 && ((r.op == opSync && code == 0) || (isWrite(r.op) && checkedAt(code))) {
+	// proposed it), fences its contact for a later write to confirm, if
+	// its window is still long enough (the server's tickTime, learned
+	// since, may be longer than was assumed).
+	if r.fence >= 0 && r.win >= int64(c.t.Window()) &&
+		((r.op == opSync && code == 0) || (isWrite(r.op) && checkedAt(code))) {
 		c.p.fenced = max(c.p.fenced, r.fence)
 	}
 	switch {
