@@ -189,7 +189,7 @@ func TestNackAfter(t *testing.T) {
 	const backoff = 600 * time.Millisecond
 	nacked := time.Now()
 	require.NoError(t, j.NackAfter(ctx, backoff))
-	require.NoError(t, j.Ack(ctx), "settled: Ack after NackAfter is a no-op")
+	require.ErrorIs(t, j.Ack(ctx), fairqueue.ErrSettled, "settled: Ack after NackAfter changes nothing")
 
 	j, err = q.Take(ctx)
 	require.NoError(t, err)

@@ -132,7 +132,7 @@ func TestNackKeepsPlace(t *testing.T) {
 	require.Equal(t, a, j.ID())
 	require.Equal(t, 2, j.Attempt())
 	require.NoError(t, j.Ack(ctx))
-	require.ErrorIs(t, j.Nack(ctx), nil, "settled job: Nack after Ack does nothing")
+	require.ErrorIs(t, j.Nack(ctx), fairqueue.ErrSettled, "settled job: Nack after Ack changes nothing")
 	j, err = q.Take(ctx)
 	require.NoError(t, err)
 	require.Equal(t, b, j.ID())
