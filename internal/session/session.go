@@ -77,6 +77,7 @@ type Session struct {
 	closeReq chan struct{}
 	closing  sync.Once
 	wg       sync.WaitGroup // the monitor and the clean-up steps
+	st       states         // the connection's state, and reconnects (state.go)
 }
 
 // Connect dials the ensemble and waits until a session is established, or
@@ -113,7 +114,7 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 
 	// Wait for the first session. The event channel of zk.Connect is never
 	// read: it drops events when full, so everything comes through onEvent.
-	for s.tr.SessionID() == 0 || conn.State() != zk.StateHasSession {
+	for s.tr.SessionID() == 0 || conn.State() != zk.StateHasSession || !s.st.established() {
 		select {
 		case <-s.kick:
 			// Every server failed TLS in a way no redial cures: say so now
@@ -208,6 +209,7 @@ func (s *Session) onEvent(ev zk.Event) {
 	if ev.State == zk.StateExpired {
 		s.expired.Store(true)
 	}
+	s.st.event(ev.State, s.tr.SessionID())
 	s.signal()
 }
 
@@ -261,6 +263,7 @@ func (s *Session) finish(why error) {
 	s.mu.Lock()
 	s.err = why
 	s.mu.Unlock()
+	s.st.end(why)
 	close(s.done)
 	switch {
 	case errors.Is(why, ErrClosed):
