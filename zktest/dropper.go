@@ -460,6 +460,9 @@ func (c *dropConn) Write(p []byte) (int, error) {
 				st.timer.Stop()
 				c.stash = append(c.stash[:i:i], c.stash[i+1:]...)
 				i--
+				// Counted before it is sent: once sent, its reply may
+				// reach a test that then reads Fired.
+				c.d.count()
 				if _, err := c.Conn.Write(st.frame); err != nil {
 					c.wbuf = nil
 					if c.isCut() {
@@ -467,7 +470,6 @@ func (c *dropConn) Write(p []byte) (int, error) {
 					}
 					return 0, err
 				}
-				c.d.count()
 			}
 		}
 	}
