@@ -2,6 +2,7 @@ package zkrecipes_test
 
 import (
 	"context"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,4 +29,17 @@ func TestConnectHonoursContext(t *testing.T) {
 	// Nothing listens on port 1.
 	_, err := zkrecipes.Connect(ctx, []string{"127.0.0.1:1"})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// A Connect that could not reach any server says why when its context
+// ends: here nothing listens, and the dial's error is kept.
+func TestConnectNamesLatestFailure(t *testing.T) {
+	setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := zkrecipes.Connect(ctx, []string{"127.0.0.1:1"}) // nothing listens on port 1
+	t.Log(err)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	require.Contains(t, err.Error(), "latest attempt: dial tcp 127.0.0.1:1: connect: connection refused")
 }

@@ -93,11 +93,12 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		closeReq: make(chan struct{}),
 	}
 	s.tr = wire.New(s.signal, max(time.Second, cfg.Timeout/3))
-	dial, hosts := cfg.Dialer, zk.WithHostProvider(zk.NewDNSHostProvider())
+	tried := &attempts{} // for the error of a Connect whose ctx ends first
+	dial, hosts := tried.dialer(cfg.Dialer), zk.WithHostProvider(zk.NewDNSHostProvider())
 	var tt *tlsTransport // nil without TLS
 	if cfg.TLS != nil {
 		// Under the wire watcher, which must see the plaintext protocol.
-		tt = newTLSTransport(cfg.Dialer, cfg.TLS, s.signal)
+		tt = newTLSTransport(cfg.Dialer, cfg.TLS, s.signal, tried)
 		dial, hosts = tt.dial, zk.WithHostProvider(tt)
 	}
 	conn, _, err := zk.Connect(cfg.Servers, cfg.Timeout,
@@ -125,7 +126,11 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 			}
 		case <-ctx.Done():
 			conn.Close()
-			return nil, fmt.Errorf("connect to %s: %w%s", strings.Join(cfg.Servers, ","), context.Cause(ctx), tt.lastFailure())
+			servers := strings.Join(cfg.Servers, ",")
+			if last := tried.latest(); last != nil {
+				return nil, fmt.Errorf("connect to %s: %w (latest attempt: %w)", servers, context.Cause(ctx), last)
+			}
+			return nil, fmt.Errorf("connect to %s: %w", servers, context.Cause(ctx))
 		}
 	}
 	s.id = s.tr.SessionID()
