@@ -69,6 +69,46 @@ func ExampleSession_Done() {
 	// Output: true
 }
 
+// Pause work while the connection is suspended (the session may or may not
+// live on), carry on once it is back, and stop for good once the session is
+// lost.
+func ExampleSession_StateChanges() {
+	s, err := zkrecipes.Connect(context.Background(), servers())
+	if err != nil {
+		log.Fatal(err)
+	}
+	changes := s.StateChanges() // then State: no change falls between
+	paused := s.State() != zkrecipes.Connected
+
+	work := time.NewTicker(10 * time.Millisecond)
+	defer work.Stop()
+	for done := 0; ; {
+		select {
+		case c := <-changes:
+			switch {
+			case c.To == zkrecipes.Suspended:
+				paused = true // hold off; what the session holds may still be ours
+			case c.Reconnected():
+				paused = false // the same session: carry on
+			case c.To == zkrecipes.Lost:
+				fmt.Println("session over:", c.Err)
+				return
+			}
+		case <-work.C:
+			if paused {
+				continue
+			}
+			if _, _, err := s.Conn().Exists("/"); err != nil { // a unit of work
+				continue // a connection error: the changes say what comes next
+			}
+			if done++; done == 3 {
+				s.Close() // elsewhere, say at shutdown
+			}
+		}
+	}
+	// Output: session over: session closed
+}
+
 // A fenced write to ZooKeeper itself: it commits only while the lease is
 // held, whatever pause the holder went through.
 func ExampleSession_Conn() {

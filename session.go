@@ -45,7 +45,11 @@ type Session struct {
 }
 
 // Connect dials the ensemble and waits until a session is established, or ctx
-// ends. servers are "host:port" addresses.
+// ends. servers are "host:port" addresses. Servers that cannot be reached
+// are tried again while ctx lives (they may be starting); if it ends first,
+// the error wraps its cause and the failure of the latest attempt ("connect
+// to 127.0.0.1:1: context deadline exceeded (latest attempt: dial tcp
+// 127.0.0.1:1: connect: connection refused)").
 func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, error) {
 	o := options{timeout: 10 * time.Second, logger: slog.New(slog.DiscardHandler), dialer: net.DialTimeout, loss: session.LossFraction}
 	for _, opt := range opts {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,4 +67,17 @@ func TestConnectRefusesAPortThatIsNotZooKeeper(t *testing.T) {
 	require.ErrorContains(t, err, "not a ZooKeeper server")
 	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<20),
 		"Connect allocated %d MB for a port that answered HTTP", (after.TotalAlloc-before.TotalAlloc)>>20)
+}
+
+// A Connect that could not reach any server says why when its context
+// ends: here nothing listens, and the dial's error is kept.
+func TestConnectNamesLatestFailure(t *testing.T) {
+	setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := zkrecipes.Connect(ctx, []string{"127.0.0.1:1"}) // nothing listens on port 1
+	t.Log(err)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	require.Contains(t, err.Error(), "latest attempt: dial tcp 127.0.0.1:1: connect: connection refused")
 }

@@ -110,6 +110,9 @@ func (q *Queue) take(ctx context.Context, wait bool) (*Job, error) {
 			continue
 		}
 		// Wait for what could bring us an item: look again, with watches.
+		// After a reconnect, look again rather than trust them: see
+		// session.NextReconnect.
+		gen := q.s.NextReconnect()
 		w, err := q.look(ctx, t.e, true)
 		if err != nil {
 			return nil, err
@@ -121,7 +124,7 @@ func (q *Queue) take(ctx context.Context, wait bool) (*Job, error) {
 		if !t.seenAt.IsZero() {
 			wake = earliest(wake, t.seenAt.Add(q.grace()))
 		}
-		if err := q.waitAny(ctx, w.watches, wake); err != nil {
+		if err := q.waitAny(ctx, w.watches, wake, gen); err != nil {
 			return nil, err
 		}
 	}
@@ -188,23 +191,24 @@ func (t *taker) leave() {
 }
 
 // waitAny waits until one of the watches fires, wake comes (unless zero),
-// the session ends or ctx ends. The watches not fired fire later into
-// buffered channels.
-func (q *Queue) waitAny(ctx context.Context, watches []<-chan zk.Event, wake time.Time) error {
+// gen is closed (the client reconnected), the session ends or ctx ends.
+// The watches not fired fire later into buffered channels.
+func (q *Queue) waitAny(ctx context.Context, watches []<-chan zk.Event, wake time.Time, gen <-chan struct{}) error {
 	var timer <-chan time.Time
 	if !wake.IsZero() {
 		tm := time.NewTimer(time.Until(wake))
 		defer tm.Stop()
 		timer = tm.C
 	}
-	cases := make([]reflect.SelectCase, 0, len(watches)+3)
+	cases := make([]reflect.SelectCase, 0, len(watches)+4)
 	for _, w := range watches {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w)})
 	}
 	cases = append(cases,
 		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer)},
 		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(q.s.Done())},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())})
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(gen)})
 	i, v, _ := reflect.Select(cases)
 	switch n := len(watches); {
 	case i < n:
@@ -213,7 +217,7 @@ func (q *Queue) waitAny(ctx context.Context, watches []<-chan zk.Event, wake tim
 			return q.s.Err()
 		}
 		return nil
-	case i == n:
+	case i == n, i == n+3: // wake, or a reconnect: look again
 		return nil
 	case i == n+1:
 		return q.s.Err()

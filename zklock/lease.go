@@ -43,7 +43,7 @@ type Lease struct {
 // newLease hands a contender that holds to the owner of its lease.
 func newLease(s *session.Session, h *line.Held) *Lease {
 	o := owner.Start(owner.Config{
-		Session: s, Path: h.Path, DirEv: h.DirEv, Own: h.Own,
+		Session: s, Path: h.Path, DirEv: h.DirEv, Own: h.Own, Reconnect: h.Reconnect,
 		Lost: ErrLockLost, Released: ErrReleased, Settled: ErrSettled, Release: releaseNode(h.Path), Recipe: h.Recipe,
 	})
 	return &Lease{o: o, path: h.Path, token: h.Token}

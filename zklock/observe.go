@@ -50,7 +50,9 @@ func (el *Election) Leader(ctx context.Context) (Leader, error) {
 // without a leader, reported as the zero Leader), in order. The channel
 // holds one value: a reader that falls behind skips to the latest rather
 // than holding anything up. The channel is closed when ctx ends or the
-// session is over; disconnects the session survives are ridden out.
+// session is over; disconnects the session survives are ridden out, and
+// after each the leader is read again (a watch re-set on reconnect may have
+// missed a change).
 //
 // Each call runs one goroutine, gone once the channel is closed. It watches
 // the leader's node (an observer is no contender, so it does not wait in
@@ -73,6 +75,7 @@ func (el *Election) observe(ctx context.Context, ch chan Leader) {
 		version int32
 	)
 	for try := 0; ; try++ {
+		gen := el.s.NextReconnect() // before the read: see session.NextReconnect
 		l, st, ev, err := el.watchLeader(ctx)
 		if err != nil {
 			if ctx.Err() != nil || el.s.Err() != nil {
@@ -98,6 +101,8 @@ func (el *Election) observe(ctx context.Context, ch chan Leader) {
 			if znode.Dropped(e) {
 				return
 			}
+		case <-gen:
+			// Read again: the watch may have missed a change.
 		case <-el.s.Done():
 			return
 		case <-ctx.Done():

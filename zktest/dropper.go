@@ -60,6 +60,14 @@ const (
 	// fails with zk.ErrConnectionClosed, as after AfterWrite. The two are
 	// what a client cannot tell apart.
 	BeforeWrite
+
+	// AfterReply forwards the request, lets the server's reply to it reach
+	// the client, and closes the connection right behind it: the call
+	// succeeds, and nothing the server sends after that reply reaches the
+	// client. Aimed at a read that sets a watch (see Match.Watch), it
+	// leaves the client waiting on a watch set on a connection that is
+	// gone: the start of an outage (see Pause).
+	AfterReply
 )
 
 func (m Mode) String() string {
@@ -70,6 +78,8 @@ func (m Mode) String() string {
 		return "LoseReply"
 	case BeforeWrite:
 		return "BeforeWrite"
+	case AfterReply:
+		return "AfterReply"
 	}
 	return "Mode(?)"
 }
@@ -81,13 +91,18 @@ func (m Mode) String() string {
 // contains Path, or when one of its operations has type Op and a path that
 // contains Path: so Op: OpDelete hits both a plain delete and a multi that
 // deletes, and Op: OpCheck hits the multis that check a version. An empty
-// Path matches every path.
+// Path matches every path. With Watch set, only a read that sets a watch
+// matches (getData, exists or getChildren with its watch flag set).
 type Match struct {
-	Op   int32
-	Path string
+	Op    int32
+	Path  string
+	Watch bool
 }
 
 func (m Match) hits(r request) bool {
+	if m.Watch && !r.watch {
+		return false
+	}
 	if r.op == m.Op && r.op != OpMulti {
 		return r.hasPath && strings.Contains(r.path, m.Path)
 	}
@@ -123,6 +138,8 @@ func (m Match) hits(r request) bool {
 //   - With AfterWrite, the request was handed whole to the connection, and
 //     nothing the server sends after that reaches the client.
 //   - With BeforeWrite, the request never reaches the server.
+//   - With AfterReply, the request's reply reaches the client, and nothing
+//     the server sends after it does.
 //   - Once a cut has closed it, a connection takes what the client writes
 //     and sends it nowhere, as a socket does whose peer just vanished: the
 //     requests in flight fail with zk.ErrConnectionClosed, none with an
@@ -144,10 +161,12 @@ func (m Match) hits(r request) bool {
 // A Dropper's zero value is ready to use, and it is safe for concurrent
 // use. One Dropper per Session keeps its aim unambiguous.
 type Dropper struct {
-	mu    sync.Mutex
-	arms  []arm
-	fired int
-	dials int
+	mu     sync.Mutex
+	arms   []arm
+	fired  int
+	dials  int
+	paused chan struct{} // while paused (see Pause): closed by Resume
+	missed bool          // LoseMissedEvents was called, and not used yet
 }
 
 // arm is one Arm or Hold not yet used.
@@ -255,6 +274,9 @@ func (d *Dropper) count() {
 
 // Dial has the signature of zk.Dialer.
 func (d *Dropper) Dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	if !d.waitPaused(timeout) {
+		return nil, errPaused
+	}
 	c, err := net.DialTimeout(network, address, timeout)
 	if err != nil {
 		return nil, err
@@ -263,7 +285,7 @@ func (d *Dropper) Dial(network, address string, timeout time.Duration) (net.Conn
 	gated := d.dials > 0
 	d.dials++
 	d.mu.Unlock()
-	dc := &dropConn{Conn: c, d: d, lose: -1, closed: make(chan struct{}), gate: make(chan struct{})}
+	dc := &dropConn{Conn: c, d: d, lose: -1, after: -1, closed: make(chan struct{}), gate: make(chan struct{})}
 	if !gated {
 		dc.release()
 	}
@@ -290,14 +312,16 @@ type dropConn struct {
 	gateOnce  sync.Once
 	gate      chan struct{} // closed when replies may reach the client
 
-	mu   sync.Mutex
-	lose int32 // xid of the reply to swallow; -1 for none
-	cut  bool  // cut by us: nothing more reaches the client
+	mu    sync.Mutex
+	lose  int32 // xid of the reply to swallow; -1 for none
+	after int32 // xid of the reply to let through, then cut (AfterReply); -1 for none
+	cut   bool  // cut by us: nothing more reaches the client
 
 	wmu     sync.Mutex
 	wbuf    []byte // request bytes not yet forwarded: an incomplete frame
 	wframes int
 	stash   []*stashed // requests held back by Hold
+	losing  bool       // this connection's setWatches claim every zxid (LoseMissedEvents)
 
 	rmu     sync.Mutex
 	rbuf    []byte // reply bytes not yet parsed into frames
@@ -384,6 +408,9 @@ func (c *dropConn) Write(p []byte) (int, error) {
 		var a arm
 		if !first {
 			r = parseRequest(frame[4:])
+			if r.op == opSetWatches {
+				c.forgetMissed(frame)
+			}
 			if !c.isCut() {
 				a, _ = c.d.take(r)
 			}
@@ -405,6 +432,10 @@ func (c *dropConn) Write(p []byte) (int, error) {
 		case LoseReply:
 			c.mu.Lock()
 			c.lose = r.xid
+			c.mu.Unlock()
+		case AfterReply:
+			c.mu.Lock()
+			c.after = r.xid
 			c.mu.Unlock()
 		case AfterWrite:
 			c.decide() // before the write: its reply must not slip through
@@ -429,6 +460,9 @@ func (c *dropConn) Write(p []byte) (int, error) {
 				st.timer.Stop()
 				c.stash = append(c.stash[:i:i], c.stash[i+1:]...)
 				i--
+				// Counted before it is sent: once sent, its reply may
+				// reach a test that then reads Fired.
+				c.d.count()
 				if _, err := c.Conn.Write(st.frame); err != nil {
 					c.wbuf = nil
 					if c.isCut() {
@@ -436,7 +470,6 @@ func (c *dropConn) Write(p []byte) (int, error) {
 					}
 					return 0, err
 				}
-				c.d.count()
 			}
 		}
 	}
@@ -524,8 +557,14 @@ func (c *dropConn) frames() {
 			xid := int32(binary.BigEndian.Uint32(frame[4:]))
 			c.mu.Lock()
 			lose := xid != xidWatchEvent && xid == c.lose
+			after := xid != xidWatchEvent && xid == c.after
 			c.mu.Unlock()
 			if lose {
+				c.cutHere()
+				break
+			}
+			if after {
+				c.held = append(c.held, frame...)
 				c.cutHere()
 				break
 			}
@@ -543,6 +582,7 @@ type request struct {
 	op      int32
 	path    string
 	hasPath bool
+	watch   bool    // a read that sets a watch
 	ops     []subOp // a multi's operations
 }
 
@@ -560,6 +600,9 @@ var pathOps = map[int32]bool{
 	opCreateTTL: true,
 }
 
+// watchOps are the reads whose path is followed by a watch flag.
+var watchOps = map[int32]bool{OpExists: true, OpGetData: true, OpGetChildren: true, OpGetChildren2: true}
+
 // parseRequest reads a request body (the frame without its length).
 // Whatever it cannot read it leaves out.
 func parseRequest(b []byte) request {
@@ -574,7 +617,11 @@ func parseRequest(b []byte) request {
 	case r.op == OpMulti:
 		r.ops = parseMulti(body)
 	case pathOps[r.op]:
-		r.path, _, r.hasPath = readString(body)
+		var rest []byte
+		r.path, rest, r.hasPath = readString(body)
+		if watchOps[r.op] && r.hasPath && len(rest) > 0 {
+			r.watch = rest[0] != 0
+		}
 	}
 	return r
 }

@@ -39,6 +39,9 @@ type Entry struct {
 	dirEv <-chan zk.Event
 	// own is the getData watch on our node, once set.
 	own *znode.Watch
+	// gen is the session's NextReconnect taken before our create, for
+	// the listing taken with it (or given by UseListing).
+	gen <-chan struct{}
 }
 
 // Path is the full path of our node.
@@ -64,6 +67,7 @@ func Join(ctx context.Context, s *session.Session, spec *Spec) (*Entry, error) {
 		return nil, err
 	}
 	prefix := wire.NodePrefix + hex.EncodeToString(guid[:]) + spec.Marker
+	gen := s.NextReconnect() // before any read of the line: see Entry.gen
 	dirTries := 0
 	for try := 0; ; try++ {
 		if err := s.Err(); err != nil {
@@ -82,7 +86,7 @@ func Join(ctx context.Context, s *session.Session, spec *Spec) (*Entry, error) {
 		}
 		switch err := c.err; {
 		case err == nil:
-			return newEntry(s, spec, c.path, c.czxid, c.first)
+			return newEntry(s, spec, c.path, c.czxid, c.first, gen)
 		case errors.Is(err, zk.ErrNoNode) && dirTries < maxDirTries:
 			// The directory is missing, or a container was reaped between
 			// its creation and ours.
@@ -98,7 +102,7 @@ func Join(ctx context.Context, s *session.Session, spec *Spec) (*Entry, error) {
 				return nil, endedOr(ctx, s, spec, ferr)
 			}
 			if found {
-				return newEntry(s, spec, p, 0, nil)
+				return newEntry(s, spec, p, 0, nil, gen)
 			}
 			if !znode.Pause(ctx, s, try) {
 				return nil, endedOr(ctx, s, spec, err)
@@ -219,13 +223,13 @@ func deleteOwn(s *session.Session, dir, prefix string) func() error {
 	}
 }
 
-func newEntry(s *session.Session, spec *Spec, path string, czxid int64, first *listing) (*Entry, error) {
+func newEntry(s *session.Session, spec *Spec, path string, czxid int64, first *listing, gen <-chan struct{}) (*Entry, error) {
 	name := path[len(spec.Dir)+1:]
 	if _, ok := ParseName(name); !ok {
 		s.Cleanup("unexpected node "+path, s.DeleteStep(path))
 		return nil, fmt.Errorf("server returned unexpected node name %q", path)
 	}
-	e := &Entry{s: s, spec: spec, name: name, path: path, czxid: czxid}
+	e := &Entry{s: s, spec: spec, name: name, path: path, czxid: czxid, gen: gen}
 	if first != nil {
 		e.first, e.dirEv = first.children, first.ev
 	}

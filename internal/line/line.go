@@ -68,6 +68,9 @@ type Held struct {
 	DirEv <-chan zk.Event
 	// Own is the getData watch on our node, when set.
 	Own *znode.Watch
+	// Reconnect is the session's NextReconnect taken before DirEv and Own
+	// were set: once it is closed, they may have missed a change.
+	Reconnect <-chan struct{}
 	// Recipe is the Spec's, for the lease's telemetry.
 	Recipe string
 }

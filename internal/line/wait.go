@@ -2,6 +2,7 @@ package line
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -22,7 +23,10 @@ import (
 //     (unless the first listing's child watch stands in for it), all in one
 //     round trip.
 //  4. Wait for one of them to change. If the Rule's shortcut says what that
-//     change proves, hold without listing again; otherwise go to 1.
+//     change proves, hold without listing again; otherwise go to 1. If the
+//     client reconnects meanwhile, go to 1 as well: the watches it re-set
+//     may have missed what changed while it was away (see
+//     session.NextReconnect).
 //
 // Nodes ahead of ours can only go away, never appear: sequence numbers only
 // grow. That is what makes the shortcuts sound, and why a contender never
@@ -30,12 +34,12 @@ import (
 //
 // Wait returns Lost if our node vanishes or the session ends while we wait,
 // Mixed if the directory holds another kind of recipe's contenders, or
-// ctx's cause. Connection errors it rides out: go-zookeeper keeps watches
-// across reconnects, and reads are asked again.
+// ctx's cause. Connection errors it rides out: reads are asked again, and
+// after a reconnect the line is listed and watched afresh.
 func (e *Entry) Wait(ctx context.Context, wait bool) (*Held, error) {
 	var seen written
 	for waited := false; ; waited = true {
-		children, err := e.list(ctx)
+		children, gen, err := e.list(ctx)
 		if err != nil {
 			return nil, e.fail(ctx, err)
 		}
@@ -49,7 +53,7 @@ func (e *Entry) Wait(ctx context.Context, wait bool) (*Held, error) {
 		}
 		d := e.spec.Rule(line, me)
 		if d.Hold {
-			return e.hold(ctx, me+1 < len(line))
+			return e.hold(ctx, me+1 < len(line), gen)
 		}
 		if !wait {
 			return nil, fmt.Errorf("%w: %d ahead, first %s", e.spec.Busy, me, line[0].Name)
@@ -62,7 +66,13 @@ func (e *Entry) Wait(ctx context.Context, wait bool) (*Held, error) {
 		if err != nil {
 			return nil, e.fail(ctx, err)
 		}
-		i, ev, err := e.await(ctx, ws, d.Written, &seen)
+		i, ev, err := e.await(ctx, ws, d.Written, &seen, gen)
+		if errors.Is(err, errReconnected) {
+			// Our own node's watches are as suspect as the others: set
+			// afresh with the next watches.
+			e.own, e.dirEv = nil, nil
+			continue
+		}
 		if err != nil {
 			return nil, e.fail(ctx, err)
 		}
@@ -74,20 +84,26 @@ func (e *Entry) Wait(ctx context.Context, wait bool) (*Held, error) {
 		switch {
 		case ev == zk.EventNodeDeleted && d.GoneHolds,
 			ev == zk.EventNodeDataChanged && d.ReleaseHolds && line[d.Watch[i]].Ours():
-			return e.hold(ctx, false)
+			return e.hold(ctx, false, gen)
 		}
 		// Something changed ahead of us, and the rule needs a fresh look.
 	}
 }
 
-// list lists the directory, or uses the listing taken with the create.
-func (e *Entry) list(ctx context.Context) ([]string, error) {
+// errReconnected: the client reconnected while we waited; list again.
+var errReconnected = errors.New("reconnected")
+
+// list lists the directory, or uses the listing taken with the create. It
+// returns, too, the session's NextReconnect taken before the listing.
+func (e *Entry) list(ctx context.Context) ([]string, <-chan struct{}, error) {
 	if e.first != nil {
 		l := e.first
 		e.first = nil
-		return l, nil
+		return l, e.gen, nil
 	}
-	return znode.Children(ctx, e.s, e.spec.Dir)
+	gen := e.s.NextReconnect()
+	children, err := znode.Children(ctx, e.s, e.spec.Dir)
+	return children, gen, err
 }
 
 // watch sets a watch on each contender at the places idx, and on our own
@@ -135,8 +151,9 @@ type written struct {
 }
 
 // await waits until one of the watched nodes changes or goes away and
-// returns which and how. It looks after our own node meanwhile.
-func (e *Entry) await(ctx context.Context, ws []*znode.Watch, checkWritten bool, seen *written) (int, zk.EventType, error) {
+// returns which and how, or errReconnected once gen is closed. It looks
+// after our own node meanwhile.
+func (e *Entry) await(ctx context.Context, ws []*znode.Watch, checkWritten bool, seen *written, gen <-chan struct{}) (int, zk.EventType, error) {
 	for i, w := range ws {
 		if w.Gone() {
 			return i, zk.EventNodeDeleted, nil
@@ -147,7 +164,7 @@ func (e *Entry) await(ctx context.Context, ws []*znode.Watch, checkWritten bool,
 		}
 	}
 	for {
-		i, ev, err := e.next(ctx, ws)
+		i, ev, err := e.next(ctx, ws, gen)
 		switch {
 		case err != nil:
 			return 0, 0, err
@@ -163,8 +180,9 @@ func (e *Entry) await(ctx context.Context, ws []*znode.Watch, checkWritten bool,
 }
 
 // next waits for the first event of the watches (its index) or of our own
-// node's watch (index -1), the session's end, or ctx's.
-func (e *Entry) next(ctx context.Context, ws []*znode.Watch) (int, zk.Event, error) {
+// node's watch (index -1), a reconnect (errReconnected), the session's end,
+// or ctx's.
+func (e *Entry) next(ctx context.Context, ws []*znode.Watch, gen <-chan struct{}) (int, zk.Event, error) {
 	own := e.ownWatch()
 	done := e.s.Done()
 	if len(ws) == 1 { // the common case, without reflection
@@ -173,13 +191,15 @@ func (e *Entry) next(ctx context.Context, ws []*znode.Watch) (int, zk.Event, err
 			return 0, ev, nil
 		case ev := <-own:
 			return -1, ev, nil
+		case <-gen:
+			return 0, zk.Event{}, errReconnected
 		case <-done:
 			return 0, zk.Event{}, e.sessionOver()
 		case <-ctx.Done():
 			return 0, zk.Event{}, context.Cause(ctx)
 		}
 	}
-	cases := make([]reflect.SelectCase, 0, len(ws)+3)
+	cases := make([]reflect.SelectCase, 0, len(ws)+4)
 	for _, w := range ws {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w.Ev)})
 	}
@@ -187,7 +207,8 @@ func (e *Entry) next(ctx context.Context, ws []*znode.Watch) (int, zk.Event, err
 	cases = append(cases,
 		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(own)},
 		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(done)},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())})
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(gen)})
 	i, v, _ := reflect.Select(cases)
 	switch i {
 	case n:
@@ -196,6 +217,8 @@ func (e *Entry) next(ctx context.Context, ws []*znode.Watch) (int, zk.Event, err
 		return 0, zk.Event{}, e.sessionOver()
 	case n + 2:
 		return 0, zk.Event{}, context.Cause(ctx)
+	case n + 3:
+		return 0, zk.Event{}, errReconnected
 	}
 	return i, v.Interface().(zk.Event), nil
 }
@@ -255,7 +278,7 @@ func (e *Entry) ownFired(ctx context.Context) error {
 // hold is the last step before we hold: learn our token (from the create's
 // reply, else from our node's Stat), check the node is our session's when
 // the spec asks, and that nothing happened to it or to the session.
-func (e *Entry) hold(ctx context.Context, behind bool) (*Held, error) {
+func (e *Entry) hold(ctx context.Context, behind bool, gen <-chan struct{}) (*Held, error) {
 	token := e.czxid
 	if e.own == nil && (token == 0 || e.spec.VerifyOwner) {
 		w, err := znode.WatchNode(ctx, e.s, e.path)
@@ -285,7 +308,7 @@ func (e *Entry) hold(ctx context.Context, behind bool) (*Held, error) {
 	if e.s.Err() != nil {
 		return nil, e.sessionOver()
 	}
-	return &Held{Path: e.path, Token: token, Behind: behind, DirEv: e.dirEv, Own: e.own, Recipe: e.spec.Recipe}, nil
+	return &Held{Path: e.path, Token: token, Behind: behind, DirEv: e.dirEv, Own: e.own, Reconnect: gen, Recipe: e.spec.Recipe}, nil
 }
 
 func (e *Entry) vanished() error {

@@ -16,6 +16,10 @@
 //     taken for a stranger's;
 //   - "release in flight" is its own state: the node found gone after a
 //     release was sent was released, not lost;
+//   - a watch re-set after a reconnect proves nothing: go-zookeeper may
+//     re-set it as of a newer change than it saw, and the server then
+//     fires it for nothing that changed meanwhile; after every reconnect
+//     the owner reads the node again;
 //   - a release asked for is sent, always: the request is handed over
 //     without waiting on the caller's context, which bounds only how long
 //     the caller waits for the outcome.
@@ -69,6 +73,9 @@ type Config struct {
 	DirEv <-chan zk.Event
 	// Own is the getData watch on the node, when set.
 	Own *znode.Watch
+	// Reconnect, when not nil, is the session's NextReconnect taken before
+	// DirEv or Own was set; nil: taken at Start.
+	Reconnect <-chan struct{}
 	// Lost and Released are the recipe's sentinels: every loss wraps Lost;
 	// Err returns Released after a release. Settled is what a release of
 	// another kind than the one that released the node returns (Resign
@@ -114,6 +121,7 @@ type Owner struct {
 	defRelease ReleaseFunc
 	dirEv      <-chan zk.Event
 	nodeEv     <-chan zk.Event
+	reconnect  <-chan struct{} // closed at the next reconnect: look again
 	look       bool             // the node must be read (and watched) again
 	lookAt     <-chan time.Time // when the first look is due (FirstLook)
 	lookTry    int
@@ -143,8 +151,11 @@ func Start(cfg Config) *Owner {
 	o := &Owner{
 		s: cfg.Session, path: cfg.Path, lostErr: cfg.Lost, released: cfg.Released, settled: cfg.Settled,
 		ctx: ctx, cancel: cancel, lost: make(chan struct{}), wake: make(chan struct{}, 1),
-		defRelease: cfg.Release, dirEv: cfg.DirEv,
+		defRelease: cfg.Release, dirEv: cfg.DirEv, reconnect: cfg.Reconnect,
 		hold: cfg.Session.Telemetry().StartHold(cfg.Recipe),
+	}
+	if o.reconnect == nil {
+		o.reconnect = cfg.Session.NextReconnect()
 	}
 	switch {
 	case cfg.Own != nil:
@@ -285,6 +296,8 @@ func (o *Owner) run() {
 			retry = nil
 		case <-o.lookAt:
 			o.lookAt, o.look = nil, true
+		case <-o.reconnect:
+			o.reconnected()
 		case <-o.s.Done():
 			o.end(o.lossf("%w", o.s.Err()))
 		}
@@ -417,6 +430,18 @@ func (o *Owner) doLook() <-chan struct{} {
 		o.end(o.lossf("%w: read it: %w", errDeleted, err))
 	}
 	return nil
+}
+
+// reconnected: the client reconnected, and the watches it re-set may have
+// missed a change made meanwhile. The directory's watch no longer stands in
+// for the node's (nor makes a release quiet), and the node is read again,
+// unless a release is under way: its own answer tells.
+func (o *Owner) reconnected() {
+	o.reconnect = o.s.NextReconnect()
+	o.dirEv = nil
+	if o.release == nil {
+		o.look, o.lookAt = true, nil
+	}
 }
 
 // dirEvent: something in the directory changed. It may have been our node:

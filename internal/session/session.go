@@ -81,6 +81,7 @@ type Session struct {
 	closeReq chan struct{}
 	closing  sync.Once
 	wg       sync.WaitGroup // the monitor and the clean-up steps
+	st       states         // the connection's state, and reconnects (state.go)
 }
 
 // Connect dials the ensemble and waits until a session is established, or
@@ -95,17 +96,18 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		kick:     make(chan struct{}, 1),
 		closeReq: make(chan struct{}),
 	}
-	dial, hosts := cfg.Dialer, zk.WithHostProvider(zk.NewDNSHostProvider())
+	tried := &attempts{} // for the error of a Connect whose ctx ends first
+	dial, hosts := tried.dialer(cfg.Dialer), zk.WithHostProvider(zk.NewDNSHostProvider())
 	var tt *tlsTransport // nil without TLS
 	probe := prober{}
 	if cfg.TLS != nil {
 		// Under the wire watcher, which must see the plaintext protocol.
-		tt = newTLSTransport(cfg.Dialer, cfg.TLS, s.signal)
+		tt = newTLSTransport(cfg.Dialer, cfg.TLS, s.signal, tried)
 		dial, hosts = tt.dial, zk.WithHostProvider(tt)
 		probe = prober{tls: cfg.TLS, serverName: tt.serverName}
 	}
 	s.tr = wire.New(wire.Config{OnHandshake: s.signal, HandshakeWait: max(time.Second, cfg.Timeout/3),
-		Probe: probe.probe, Tick: cfg.Tick})
+		Probe: probe.probe, Tick: cfg.Tick, Refused: tried.failed})
 	conn, _, err := zk.Connect(cfg.Servers, cfg.Timeout,
 		zk.WithDialer(s.tr.Dialer(dial)),
 		hosts,
@@ -125,7 +127,7 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 
 	// Wait for the first session. The event channel of zk.Connect is never
 	// read: it drops events when full, so everything comes through onEvent.
-	for s.tr.SessionID() == 0 || conn.State() != zk.StateHasSession {
+	for s.tr.SessionID() == 0 || conn.State() != zk.StateHasSession || !s.st.established() {
 		select {
 		case <-s.kick:
 			// Every server failed TLS in a way no redial cures: say so now
@@ -136,7 +138,11 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 			}
 		case <-ctx.Done():
 			fail()
-			return nil, fmt.Errorf("connect to %s: %w%s", strings.Join(cfg.Servers, ","), context.Cause(ctx), s.lastFailure(tt))
+			servers := strings.Join(cfg.Servers, ",")
+			if last := tried.latest(); last != nil {
+				return nil, fmt.Errorf("connect to %s: %w (latest attempt: %w)", servers, context.Cause(ctx), last)
+			}
+			return nil, fmt.Errorf("connect to %s: %w", servers, context.Cause(ctx))
 		}
 	}
 	s.id = s.tr.SessionID()
@@ -220,6 +226,7 @@ func (s *Session) onEvent(ev zk.Event) {
 	if ev.State == zk.StateExpired {
 		s.expired.Store(true)
 	}
+	s.st.event(ev.State, s.tr.SessionID())
 	s.signal()
 }
 
@@ -300,19 +307,11 @@ func (s *Session) lossError(unproven time.Duration) error {
 		ErrLost, unproven.Round(time.Millisecond), s.Timeout(), s.tr.Mode(), tick, how)
 }
 
-// lastFailure describes why the latest attempts to connect failed, for the
-// error of a Connect that gave up.
-func (s *Session) lastFailure(tt *tlsTransport) string {
-	if err := s.tr.Failure(); err != nil {
-		return fmt.Sprintf(" (latest refusal: %v)", err)
-	}
-	return tt.lastFailure()
-}
-
 func (s *Session) finish(why error) {
 	s.mu.Lock()
 	s.err = why
 	s.mu.Unlock()
+	s.st.end(why)
 	close(s.done)
 	switch {
 	case errors.Is(why, ErrClosed):

@@ -31,7 +31,8 @@ const lookupTimeout = 3 * time.Second
 type tlsTransport struct {
 	base   zk.Dialer
 	cfg    *tls.Config
-	notify func() // wakes Connect; never blocks
+	notify func()    // wakes Connect; never blocks
+	tried  *attempts // every failure, for Connect's error
 
 	mu      sync.Mutex
 	addrs   []string          // resolved "ip:port", shuffled
@@ -40,11 +41,10 @@ type tlsTransport struct {
 	last    int
 	refused map[string]error // address -> failure of its latest attempt, when no redial can cure it
 	lastRef error            // latest such failure
-	lastErr error            // latest failure of any kind
 }
 
-func newTLSTransport(base zk.Dialer, cfg *tls.Config, notify func()) *tlsTransport {
-	return &tlsTransport{base: base, cfg: cfg, notify: notify,
+func newTLSTransport(base zk.Dialer, cfg *tls.Config, notify func(), tried *attempts) *tlsTransport {
+	return &tlsTransport{base: base, cfg: cfg, notify: notify, tried: tried,
 		names: make(map[string]string), refused: make(map[string]error)}
 }
 
@@ -152,9 +152,9 @@ func (t *tlsTransport) serverName(address string) string {
 
 // failed records the failure of an attempt at address.
 func (t *tlsTransport) failed(address string, err error) {
+	t.tried.failed(err)
 	incurable := tlsRefusal(err)
 	t.mu.Lock()
-	t.lastErr = err
 	if incurable {
 		t.refused[address], t.lastRef = err, err
 	} else {
@@ -190,20 +190,6 @@ func (t *tlsTransport) refusal() error {
 	default:
 		return fmt.Errorf("TLS failed with all %d addresses; the latest: %w", n, t.lastRef)
 	}
-}
-
-// lastFailure describes the latest failed attempt, for the error of a
-// Connect whose context ended: "" when there was none.
-func (t *tlsTransport) lastFailure() string {
-	if t == nil {
-		return ""
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.lastErr == nil {
-		return ""
-	}
-	return fmt.Sprintf(" (latest attempt: %v)", t.lastErr)
 }
 
 // tlsRefusal reports whether err is a TLS failure that redialing cannot

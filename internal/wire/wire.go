@@ -60,6 +60,9 @@ type Config struct {
 	// Tick, when positive, is an upper bound on the ensemble's tickTime
 	// that the probe's answer does not replace.
 	Tick time.Duration
+	// Refused, when set, is told why the transport refused a connection
+	// (a server that does not speak ZooKeeper's protocol).
+	Refused func(error)
 }
 
 // Transport is the wire watcher of one Session: every connection its dialer
@@ -75,7 +78,6 @@ type Transport struct {
 	moved     atomic.Bool  // a connect response named another session: carry nothing more
 	tick      atomic.Int64 // an upper bound on tickTime (ns); 0: unknown
 	conn      atomic.Pointer[watchedConn]
-	failure   atomic.Pointer[error] // the latest connection the transport refused, and why
 
 	createdMu sync.Mutex
 	created   map[string]int64 // path of a created recipe node -> its Czxid
@@ -140,15 +142,6 @@ func (t *Transport) Mode() Mode {
 		return Mode(c.mode.Load())
 	}
 	return ModeUnknown
-}
-
-// Failure is why the transport last refused a connection (a server that
-// does not speak ZooKeeper's protocol), or nil.
-func (t *Transport) Failure() error {
-	if p := t.failure.Load(); p != nil {
-		return *p
-	}
-	return nil
 }
 
 // Created returns, once, the Czxid of a node this session created, read
@@ -292,7 +285,9 @@ func (c *watchedConn) received(p []byte) error {
 	defer c.rmu.Unlock()
 	if err := c.r.feed(p, c.reply); err != nil {
 		err = fmt.Errorf("server %s: %w", c.addr, err)
-		c.t.failure.Store(&err)
+		if c.t.cfg.Refused != nil {
+			c.t.cfg.Refused(err)
+		}
 		return err
 	}
 	return nil

@@ -16,7 +16,10 @@ import (
 // creation watch.
 //
 // go-zookeeper re-registers watches when it reconnects, so a Watch lives
-// through the disconnects its session survives. It has no removeWatches: a
+// through the disconnects its session survives; but a watch re-registered
+// so may miss a change made while the client was away, and whoever waits
+// on one reads again after a reconnect (see session.NextReconnect). It has
+// no removeWatches: a
 // Watch given up on stays registered on the server until the node next
 // changes, then fires into a buffered channel and is gone.
 type Watch struct {
