@@ -121,7 +121,7 @@ type Owner struct {
 	defRelease ReleaseFunc
 	dirEv      <-chan zk.Event
 	nodeEv     <-chan zk.Event
-	reconnect  <-chan struct{} // closed at the next reconnect: look again
+	reconnect  <-chan struct{}  // closed at the next reconnect: look again
 	look       bool             // the node must be read (and watched) again
 	lookAt     <-chan time.Time // when the first look is due (FirstLook)
 	lookTry    int
