@@ -13,13 +13,33 @@
 //	    default, waits forever), run CMD with stdin, stdout and stderr passed
 //	    through and ZKLOCK_TOKEN set to the lock's fencing token (a decimal
 //	    integer, higher for every later holder of PATH), then release the
-//	    lock. SIGINT and SIGTERM are forwarded to CMD. If the lock is lost
-//	    while CMD runs (session expired or lost, node deleted), CMD gets
-//	    SIGTERM, and SIGKILL -grace (default 5s) later. Signals go to CMD's
-//	    process only, not to processes it started: in `sh -c`, exec the
-//	    last command. -data is stored in the lock node for `holders`
-//	    (default: host, pid and CMD). -timeout counts from when the session
-//	    is established; connecting gives up after 15s.
+//	    lock. -data is stored in the lock node for `holders` (default: host,
+//	    pid and CMD). -timeout counts from when the session is established;
+//	    connecting gives up after 15s.
+//
+//	    CMD never outlives the lock. It runs in a process group of its own,
+//	    with every process it starts (unless one leaves the group, as a
+//	    daemon does with setsid):
+//	      - SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM and SIGTERM
+//	        sent to zklock are forwarded, once each, to the group (a
+//	        terminal's Ctrl-C, sent to zklock's group, reaches CMD through
+//	        zklock only). A signal zklock was started with ignored (nohup)
+//	        stays ignored, for CMD too. zklock does not stop on SIGTSTP
+//	        (Ctrl-Z): stopped, it would let the lock expire under CMD.
+//	      - When CMD exits, processes it left in its group get SIGTERM, and
+//	        SIGKILL -grace (default 5s) later; the lock is released once
+//	        none is left.
+//	      - If the lock is lost while the group runs (session expired or
+//	        lost, node deleted), the group gets SIGTERM, and SIGKILL -grace
+//	        later; zklock exits 75 once it is gone.
+//	      - If zklock dies, kill -9 included, the group is killed at once
+//	        (SIGKILL), before ZooKeeper can expire the session and give the
+//	        lock to another: a small process of zklock's, which shows as
+//	        zklock-guard, watches over the group.
+//	    As for a command started with & from an interactive shell, CMD is
+//	    in the background of the terminal: if it reads from the terminal it
+//	    is stopped (SIGTTIN). Where there are no Unix process groups
+//	    (Windows), run, lead and queue take refuse to start CMD.
 //
 //	holders PATH
 //	    Print the lock's holder, then its waiters in the order they will be
@@ -40,10 +60,11 @@
 //	    Campaign in the leader election at PATH (at most -timeout; 0, the
 //	    default, waits forever) and, once elected, run CMD as run does, with
 //	    ZKLOCK_TOKEN set to the term (a decimal integer, higher for every
-//	    later leader of PATH). When CMD exits, resign: the next campaigner
-//	    is elected. Signals, -grace and the loss of leadership (CMD gets
-//	    SIGTERM, then SIGKILL) are handled as by run. -value is stored in
-//	    the contender's node for `leader` (default: host, pid and CMD).
+//	    later leader of PATH). Once CMD's process group is gone, resign: the
+//	    next campaigner is elected. CMD never outlives the leadership:
+//	    signals, -grace, CMD's exit, the loss of leadership and zklock's
+//	    death are handled as by run. -value is stored in the contender's
+//	    node for `leader` (default: host, pid and CMD).
 //
 //	leader PATH
 //	    Print the election's leader: node path, session id, term and value.
@@ -66,14 +87,16 @@
 //	    acked (gone for good); otherwise it is given back, at its place in
 //	    line (held back for -backoff first, if given). With -max-attempts
 //	    N, an item delivered N times goes to the dead letters instead.
-//	    Without -once it goes on with the next item until SIGINT or SIGTERM
-//	    (forwarded to a running CMD, whose item is then settled as usual)
-//	    or, with -timeout, until no item has come for D; with -once it takes
-//	    one item (waiting at most -timeout) and exits with CMD's status. If
-//	    the claim on the item is lost while CMD runs (session over, claim
-//	    node deleted), CMD gets SIGTERM, then SIGKILL -grace later, and
-//	    zklock exits 75: the item will be delivered again. A CMD that cannot
-//	    be started ends the loop too (126, 127), its item given back.
+//	    Without -once it goes on with the next item until a signal (one of
+//	    those run forwards: forwarded to a running CMD, whose item is then
+//	    settled as usual) or, with -timeout, until no item has come for D;
+//	    with -once it takes one item (waiting at most -timeout) and exits
+//	    with CMD's status. CMD runs in a process group of its own, as under
+//	    run. If the claim on the item is lost while it runs (session over,
+//	    claim node deleted), the group gets SIGTERM, then SIGKILL -grace
+//	    later, and zklock exits 75: the item will be delivered again. A CMD
+//	    that cannot be started ends the loop too (126, 127), its item given
+//	    back.
 //
 //	queue ls PATH
 //	    Print how many items are pending (put and neither claimed, acked
@@ -111,16 +134,19 @@
 // Exit status:
 //
 //	0    success (run, lead, queue take -once: CMD's own status; 128+N if
-//	     CMD died of signal N; watch, queue take: stopped by SIGINT or
-//	     SIGTERM, or queue take's -timeout passed with no item)
-//	1    failure: ZooKeeper unreachable or failing, or a demo check failed
+//	     CMD died of signal N; watch, queue take: stopped by a signal, or
+//	     queue take's -timeout passed with no item)
+//	1    failure: ZooKeeper unreachable or failing, a demo check failed, or
+//	     (run, lead, queue take) the process watching over CMD's group was
+//	     killed; zklock then kills the group itself
 //	2    bad usage
 //	3    leader: the election has no leader; queue requeue: no such dead
 //	     letter
 //	73   run, lead: the lock or leadership was not won within -timeout;
 //	     queue take -once: no item came within -timeout
-//	75   run, lead: the lock or leadership was lost while CMD ran; queue
-//	     take: the claim on the item was lost while CMD ran
+//	75   run, lead: the lock or leadership was lost while CMD (or its
+//	     process group) ran; queue take: the claim on the item was lost
+//	     while CMD ran
 //	126  run, lead, queue take: CMD could not be started
 //	127  run, lead, queue take: CMD was not found
 //	128+N  zklock was interrupted by signal N while waiting for the lock,
@@ -164,6 +190,9 @@ const (
 const connectTimeout = 15 * time.Second
 
 func main() {
+	if os.Getenv(guardEnv) != "" { // zklock started itself to guard a CMD
+		os.Exit(guardMain())
+	}
 	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -254,14 +283,17 @@ const usage = `Usage:
 
 Commands:
   run [-timeout D] [-data S] [-grace D] PATH -- CMD [ARGS...]
-        hold the lock at PATH while CMD runs (ZKLOCK_TOKEN = fencing token)
+        hold the lock at PATH while CMD runs (ZKLOCK_TOKEN = fencing token);
+        CMD's process group never outlives the lock: signals are forwarded
+        to it, and it is killed if the lock is lost or zklock dies
   holders PATH
         list the lock's holder and waiters
   watch [-once] PATH
         show the line of a lock, semaphore or election live: holder, waiters,
         time in line; redrawn on every change
   lead [-timeout D] [-value S] [-grace D] PATH -- CMD [ARGS...]
-        once elected leader at PATH, run CMD (ZKLOCK_TOKEN = term); then resign
+        once elected leader at PATH, run CMD (ZKLOCK_TOKEN = term) as run
+        does; then resign
   leader PATH
         print the election's leader (exit 3 if none)
   queue put [-key K] [-delay D] PATH [DATA...]
@@ -289,7 +321,8 @@ Common flags (before or after COMMAND):
 Exit status:
   0      ok; run, lead, queue take -once: CMD's status (128+N if it died of
          signal N); watch, queue take: stopped by SIGINT/SIGTERM or -timeout
-  1      failure (ZooKeeper unreachable or failing, a demo check failed)
+  1      failure (ZooKeeper unreachable or failing, a demo check failed,
+         the process watching over CMD's group was killed)
   2      bad usage
   3      leader: no leader; queue requeue: no such dead letter
   73     run, lead: lock or leadership not won within -timeout;

@@ -50,6 +50,12 @@ func binary(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	// A test that runs realMain's run, lead or queue take in this process
+	// starts this binary as the guard of CMD: it must act as one, not run
+	// the tests again.
+	if os.Getenv(guardEnv) != "" {
+		os.Exit(guardMain())
+	}
 	dir, err := os.MkdirTemp("", "zklock-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -72,6 +78,9 @@ func zklockCmd(t *testing.T, addr string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(binary(t), append([]string{"-zk", addr}, args...)...)
 	cmd.Stdout, cmd.Stderr = new(bytes.Buffer), new(bytes.Buffer)
+	// What zklock leaves running (the bug some tests look for) may hold its
+	// stdout and stderr open: Wait must not wait for it.
+	cmd.WaitDelay = 5 * time.Second
 	t.Cleanup(func() {
 		if cmd.Process != nil && cmd.ProcessState == nil {
 			cmd.Process.Kill()
@@ -262,25 +271,32 @@ func TestRunLeaseLost(t *testing.T) {
 }
 
 // testLossStopsCMD starts `zklock VERB PATH -- CMD` (VERB may be two words,
-// as "queue take") with a CMD that ignores SIGTERM, deletes the node that
-// node finds from another session, and checks that zklock stops CMD
-// (SIGTERM, then SIGKILL), exits 75 and says why: stderr must contain
-// want[0]+PATH and the rest of want. prepare, if not nil, runs first.
+// as "queue take") with a CMD that ignores SIGTERM and has started a
+// grandchild that exits on SIGTERM, deletes the node that node finds from
+// another session, and checks that zklock stops CMD's whole process group
+// (SIGTERM, which the grandchild gets, then SIGKILL), exits 75 once the
+// group is gone, and says why: stderr must contain want[0]+PATH and the
+// rest of want. prepare, if not nil, runs first.
 func testLossStopsCMD(t *testing.T, verb string, prepare func(addr, path string), node func(context.Context, *zkrecipes.Session, string) (string, error), want ...string) {
 	addr := zktest.Start(t).Addr()
 	defer goleak.VerifyNone(t)
 	path := lockPath(t)
-	held := filepath.Join(t.TempDir(), "held")
+	dir := t.TempDir()
 	if prepare != nil {
 		prepare(addr, path)
 	}
 
-	cmd := zklockCmd(t, addr, append(strings.Fields(verb), "-grace", "300ms", path, "--",
-		"sh", "-c", `trap "" TERM; touch "$1"; while :; do sleep 0.1; done`, "sh", held)...)
+	cmdSh := script(t, `sh -c 'trap "echo TERM > \"$1/term\"; exit 0" TERM; echo $$ > "$1/grandchild"; while :; do sleep 0.1; done' sh "$1" &
+trap "" TERM
+until [ -s "$1/grandchild" ]; do sleep 0.01; done
+echo $$ > "$1/child"
+while :; do sleep 0.1; done
+`)
+	cmd := inOwnGroup(zklockCmd(t, addr, append(strings.Fields(verb), "-grace", "300ms", path, "--", cmdSh, dir)...))
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFile(t, held, cmd)
+	pgid := groupOf(t, pidIn(t, filepath.Join(dir, "child"), cmd))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -300,11 +316,15 @@ func testLossStopsCMD(t *testing.T, verb string, prepare func(addr, path string)
 	begin := time.Now()
 	err = cmd.Wait()
 	t.Logf("zklock stderr:\n%s", stderr(cmd))
+	checkGroupGone(t, pgid, "once zklock exited")
 	if got := cmd.ProcessState.ExitCode(); got != exitLost {
 		t.Fatalf("exit status %d (%v), want %d; stderr:\n%s", got, err, exitLost, stderr(cmd))
 	}
 	if took := time.Since(begin); took > 10*time.Second {
 		t.Errorf("zklock took %v to stop CMD", took)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "term")); string(b) != "TERM\n" {
+		t.Errorf("CMD's grandchild did not get SIGTERM (it wrote %q)", b)
 	}
 	want[0] += path
 	for _, w := range append(want, "SIGTERM", "SIGKILL") {

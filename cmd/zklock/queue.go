@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -225,7 +224,7 @@ func (c *cli) queueTake(args []string) (int, error) {
 	timeout := fs.Duration("timeout", 0, "wait at most `D` for an item: then exit 73 with -once, else stop (status 0); 0 waits forever")
 	maxAttempts := fs.Int("max-attempts", 0, "move an item delivered `N` times to the dead letters instead of giving it back; 0: no limit")
 	backoff := fs.Duration("backoff", 0, "hold an item CMD failed on back from every consumer for `D` before it is delivered again")
-	grace := fs.Duration("grace", 5*time.Second, "if the claim on the item is lost, wait `D` between SIGTERM and SIGKILL to CMD")
+	grace := fs.Duration("grace", 5*time.Second, "wait `D` between SIGTERM and SIGKILL to CMD's process group when the claim on the item is lost, or when CMD exits leaving processes in its group")
 	if err := c.parse(fs, args, "queue take [-once] [-timeout D] [-max-attempts N] [-backoff D] [-grace D] PATH -- CMD [ARGS...]"); err != nil {
 		return exitUsage, err
 	}
@@ -248,10 +247,11 @@ func (c *cli) queueTake(args []string) (int, error) {
 	}
 	t := &taker{cli: c, path: path, argv: argv, once: *once, timeout: *timeout, backoff: *backoff, grace: *grace}
 
-	// From here on, SIGINT and SIGTERM are ours to handle: they stop the
-	// wait for an item, or are forwarded to CMD.
+	// From here on, the signals a user sends (SIGINT, SIGTERM, SIGHUP, ...)
+	// are ours to handle: they stop the wait for an item, or are forwarded
+	// to CMD.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	notifyUnlessIgnored(sigs, forwardedSignals()...)
 	defer signal.Stop(sigs)
 
 	type opened struct {
