@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"syscall"
+	"time"
 )
 
 // Without Unix process groups, zklock cannot make sure that CMD, and what
@@ -38,11 +39,12 @@ func startGroup(ch child, stdout, stderr io.Writer) (*group, error) {
 	return nil, errors.New("running CMD needs Unix process groups, which this system lacks")
 }
 
-func (g *group) signal(os.Signal) {}
-func (g *group) terminate()       {}
-func (g *group) kill()            {}
-func (g *group) killGroup() error { return nil }
-func (g *group) close()           {}
+func (g *group) signal(os.Signal)                     {}
+func (g *group) deadlines(lost, expiry time.Duration) {}
+func (g *group) terminate()                           {}
+func (g *group) kill()                                {}
+func (g *group) killGroup() error                     { return nil }
+func (g *group) close()                               {}
 
 func forwardedSignals() []os.Signal { return []os.Signal{os.Interrupt, syscall.SIGTERM} }
 

@@ -452,3 +452,74 @@ func TestRunInProcess(t *testing.T) {
 		t.Errorf("stderr does not say the process left behind got SIGKILL:\n%s", errs)
 	}
 }
+
+// TestRunStoppedTakesCMDGroupAlong: `zklock run` stopped with SIGSTOP (a
+// frozen VM, a debugger). Nothing closes its files, yet its session runs
+// out and the lock passes to a second zklock: by then nothing of the first
+// CMD's group may be alive. The guard ends the group by the deadlines
+// zklock stopped telling it.
+func TestRunStoppedTakesCMDGroupAlong(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t).Addr()
+	path := lockPath(t)
+	dir := t.TempDir()
+
+	first := inOwnGroup(zklockCmd(t, addr, "-session-timeout", "2s", "run", path, "--", "sh", "-c", backgroundCMD, "sh", dir))
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := groupOf(t, pidIn(t, filepath.Join(dir, "child"), first))
+	pidIn(t, filepath.Join(dir, "grandchild"), first)
+	if err := first.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { first.Process.Signal(syscall.SIGCONT) })
+
+	snapshot := filepath.Join(dir, "snapshot")
+	second := zklockCmd(t, addr, append([]string{"run", "-timeout", "60s", path, "--"}, append(snapshotCMD, snapshot)...)...)
+	if got := status(t, second); got != 0 {
+		t.Fatalf("second run: exit status %d; stderr:\n%s", got, stderr(second))
+	}
+	if live := liveMembers(readFile(t, snapshot), pgid); len(live) > 0 {
+		t.Errorf("when the second zklock got %s, processes of the stopped zklock's CMD group %d were alive: %+v", path, pgid, live)
+	}
+	first.Process.Signal(syscall.SIGCONT)
+	if err := first.Wait(); err == nil {
+		t.Errorf("the stopped zklock, resumed after its lock passed on, exited 0; stderr:\n%s", stderr(first))
+	}
+}
+
+// TestRunGraceEndsBeforeExpiry: zklock's session is lost (its server is
+// gone), and CMD ignores SIGTERM. A -grace longer than what is left before
+// the ensemble could expire the session must not keep CMD running past it:
+// SIGKILL comes first.
+func TestRunGraceEndsBeforeExpiry(t *testing.T) {
+	t.Parallel()
+	srv := zktest.StartPrivate(t)
+	dir := t.TempDir()
+	cmdSh := script(t, `trap '' TERM
+echo $$ > "$1/child"
+while :; do sleep 0.05; done
+`)
+	cmd := inOwnGroup(zklockCmd(t, srv.Addr(), "-session-timeout", "2s", "run", "-grace", "30s", lockPath(t), "--", cmdSh, dir))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := groupOf(t, pidIn(t, filepath.Join(dir, "child"), cmd))
+	cut := time.Now()
+	srv.Stop()
+	cmd.Wait()
+	took := time.Since(cut)
+	checkGroupGone(t, pgid, "once zklock exited")
+	if got := cmd.ProcessState.ExitCode(); got != exitLost {
+		t.Fatalf("exit status %d, want %d; stderr:\n%s", got, exitLost, stderr(cmd))
+	}
+	// The session is given up within 1.6 s of its last proof, and could be
+	// expired 0.4 s later: CMD must be gone by then, not 30 s after.
+	if took > 10*time.Second {
+		t.Errorf("CMD ran %v after zklock's server went away (-grace 30s); stderr:\n%s", took, stderr(cmd))
+	}
+	if !strings.Contains(stderr(cmd), "SIGKILL") {
+		t.Errorf("stderr does not mention SIGKILL:\n%s", stderr(cmd))
+	}
+}

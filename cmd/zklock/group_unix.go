@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	byteorder "encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -125,6 +126,17 @@ func (g *group) signal(sig os.Signal) {
 	if s, ok := sig.(syscall.Signal); ok && s > 0 && s < 256 {
 		_, _ = g.ctl.Write([]byte{byte(s)}) // fails only if the guard is gone, which events tell
 	}
+}
+
+// deadlines tells the guard by when, from now, to end the group unless told
+// again: SIGTERM once lost has passed, SIGKILL before expiry (see
+// guard_unix.go). A message is a zero byte (no signal has that number) and
+// the two in milliseconds.
+func (g *group) deadlines(lost, expiry time.Duration) {
+	b := []byte{0}
+	b = byteorder.BigEndian.AppendUint32(b, uint32(max(0, lost.Milliseconds())))
+	b = byteorder.BigEndian.AppendUint32(b, uint32(max(0, expiry.Milliseconds())))
+	_, _ = g.ctl.Write(b) // fails only if the guard is gone, which events tell
 }
 
 // terminate asks the group to end: SIGTERM, and SIGCONT so that a stopped

@@ -25,10 +25,19 @@ package main
 // still counts as a member of its group, and an init that does not reap
 // (in a container) would keep the group "alive" forever.
 //
+// If zklock stops (SIGSTOP, a frozen VM) nothing closes its files, yet its
+// session runs out all the same: zklock keeps telling the guard the
+// session's deadlines, and a guard no longer told ends the group on its
+// own, SIGTERM once the session would have given itself up and SIGKILL
+// before the ensemble could expire it.
+//
 // The protocol, on file descriptors 3 and 4:
 //
 //	zklock -> guard (guardCtlFD): one byte per signal number to send to
-//	    the group; EOF: zklock is gone, kill the group.
+//	    the group; or a zero byte and two big-endian uint32s, the
+//	    deadlines in milliseconds from now: SIGTERM after the first,
+//	    SIGKILL after the second, unless told again; EOF: zklock is gone,
+//	    kill the group.
 //	guard -> zklock (guardStatusFD), one line each:
 //	    "start PID"         CMD started: PID leads its group
 //	    "fail ERRNO"        CMD could not be started; the guard exits
@@ -37,8 +46,11 @@ package main
 //	    "gone"              nothing of the group is left; the guard exits
 
 import (
+	"bufio"
+	byteorder "encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"syscall"
@@ -116,23 +128,25 @@ func guard(pid int, ctl, status *os.File) {
 		}
 	}()
 	sigs := make(chan syscall.Signal)
-	go func() {
-		b := make([]byte, 64)
-		for {
-			n, err := ctl.Read(b)
-			for _, s := range b[:n] {
-				sigs <- syscall.Signal(s)
-			}
-			if err != nil {
-				close(sigs)
-				return
-			}
-		}
-	}()
+	told := make(chan deadlines)
+	go readCtl(ctl, sigs, told)
 
 	var poll <-chan time.Time // set once CMD has exited, leaving some of its group
+	term, kill := newStopped(), newStopped()
+	defer term.Stop()
+	defer kill.Stop()
 	for {
 		select {
+		case d := <-told:
+			term.Reset(d.term - ctlSlack)
+			kill.Reset(d.kill - killSlack)
+		case <-term.C:
+			// zklock has stopped telling: its session is given up by now.
+			_ = syscall.Kill(-pid, syscall.SIGTERM)
+			_ = syscall.Kill(-pid, syscall.SIGCONT)
+		case <-kill.C:
+			// The ensemble may expire the session any moment now.
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
 		case sig, ok := <-sigs:
 			if !ok { // zklock is gone: its lock is about to pass
 				killGroup(pid)
@@ -160,6 +174,50 @@ func guard(pid int, ctl, status *os.File) {
 			}
 		}
 	}
+}
+
+// deadlines is what zklock last told the guard: from its receipt, SIGTERM
+// after term and SIGKILL after kill, unless told again.
+type deadlines struct{ term, kill time.Duration }
+
+// The guard acts a little before the deadlines it is told, for the time
+// the message took, and keeps a margin before the session's expiry.
+const (
+	ctlSlack  = 20 * time.Millisecond
+	killSlack = 100 * time.Millisecond
+)
+
+// readCtl reads zklock's messages: signals to sigs, deadlines to told;
+// sigs is closed at EOF.
+func readCtl(ctl *os.File, sigs chan<- syscall.Signal, told chan<- deadlines) {
+	r := bufio.NewReader(ctl)
+	for {
+		b, err := r.ReadByte()
+		if err != nil {
+			close(sigs)
+			return
+		}
+		if b != 0 {
+			sigs <- syscall.Signal(b)
+			continue
+		}
+		var msg [8]byte
+		if _, err := io.ReadFull(r, msg[:]); err != nil {
+			close(sigs)
+			return
+		}
+		told <- deadlines{
+			term: time.Duration(byteorder.BigEndian.Uint32(msg[:4])) * time.Millisecond,
+			kill: time.Duration(byteorder.BigEndian.Uint32(msg[4:])) * time.Millisecond,
+		}
+	}
+}
+
+// newStopped is a timer that has not been set.
+func newStopped() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
 }
 
 // killGroup sends SIGKILL to the group until it is gone. (One signal kills

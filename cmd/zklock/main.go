@@ -31,11 +31,16 @@
 //	        none is left.
 //	      - If the lock is lost while the group runs (session expired or
 //	        lost, node deleted), the group gets SIGTERM, and SIGKILL -grace
-//	        later; zklock exits 75 once it is gone.
+//	        later, or sooner: before ZooKeeper could expire the session and
+//	        give the lock to another (a fifth of the session timeout after
+//	        the session is given up); zklock exits 75 once it is gone.
 //	      - If zklock dies, kill -9 included, the group is killed at once
 //	        (SIGKILL), before ZooKeeper can expire the session and give the
 //	        lock to another: a small process of zklock's, which shows as
-//	        zklock-guard, watches over the group.
+//	        zklock-guard, watches over the group. If zklock stops (SIGSTOP,
+//	        a frozen machine), the guard ends the group on its own by the
+//	        session's deadlines, which zklock keeps telling it: SIGTERM when
+//	        the session would give itself up, SIGKILL before it could expire.
 //	    As for a command started with & from an interactive shell, CMD is
 //	    in the background of the terminal: if it reads from the terminal it
 //	    is stopped (SIGTTIN). Where there are no Unix process groups

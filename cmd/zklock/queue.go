@@ -331,6 +331,8 @@ func (t *taker) loop(sigs <-chan os.Signal) (int, error) {
 			grace: t.grace,
 			lost:  job.Done(),
 			err:   func() error { return t.claimErr(job) },
+
+			session: t.s,
 		}, sigs)
 		if out.lost {
 			return exitLost, nil // reported when it happened

@@ -68,7 +68,7 @@ type held struct {
 func (c *cli) parseHeld(fs *flag.FlagSet, args []string, name, synopsis, noun, timeoutUsage string) (held, error) {
 	timeout := fs.Duration("timeout", 0, timeoutUsage)
 	grace := fs.Duration("grace", 5*time.Second, "wait `D` between SIGTERM and SIGKILL to CMD's process group when "+noun+
-		" is lost, or when CMD exits leaving processes in its group")
+		" is lost (but never past the moment ZooKeeper could expire the session), or when CMD exits leaving processes in its group")
 	if err := c.parse(fs, args, synopsis); err != nil {
 		return held{}, err
 	}
@@ -135,6 +135,8 @@ func (c *cli) hold(h held) (int, error) {
 		grace: h.grace,
 		lost:  lease.Done(),
 		err:   lease.Err,
+
+		session: s,
 	}, sigs)
 	code, lost := out.code, out.lost
 

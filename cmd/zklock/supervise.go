@@ -10,6 +10,9 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/internal/session"
 )
 
 // child is a CMD that zklock runs while it holds something: a lock, a
@@ -26,6 +29,9 @@ type child struct {
 	// end is a loss.
 	lost <-chan struct{}
 	err  func() error // nil while held
+	// session holds it: its deadlines bound how long CMD may run on if
+	// zklock stops (see deadlines).
+	session *zkrecipes.Session
 }
 
 // outcome is how a child ended.
@@ -43,10 +49,13 @@ type outcome struct {
 //   - the signals of forwardedSignals that zklock receives are sent, once
 //     each, to the group;
 //   - if the hold is lost, the group gets SIGTERM, and SIGKILL ch.grace
-//     later;
+//     later, or sooner, before the ensemble could expire the session and
+//     hand what was held to another;
 //   - when CMD exits, what is left of its group (processes it started in
 //     the background) gets SIGTERM, and SIGKILL ch.grace later;
-//   - if zklock dies, its guard kills the group (see guard_unix.go).
+//   - if zklock dies, its guard kills the group (see guard_unix.go);
+//   - if zklock stops (SIGSTOP, a frozen VM), the guard ends the group on
+//     its own by the session's deadlines, which zklock keeps telling it.
 func (c *cli) supervise(ch child, sigs <-chan os.Signal) outcome {
 	// CMD is not in zklock's process group, so a terminal's Ctrl-Z would
 	// stop zklock alone: its session would then expire, and its lock pass
@@ -72,11 +81,18 @@ func (c *cli) supervise(ch child, sigs <-chan os.Signal) outcome {
 	terminate := func() {
 		g.terminate()
 		if kill == nil {
-			kill = time.After(ch.grace)
+			kill = time.After(ch.killDelay())
 		}
 	}
+	ch.tellDeadlines(g)
+	tell := time.NewTicker(deadlineEvery)
+	defer tell.Stop()
 	for {
 		select {
+		case <-tell.C:
+			if lost != nil {
+				ch.tellDeadlines(g)
+			}
 		case ev := <-g.events:
 			switch {
 			case ev.died:
@@ -127,6 +143,35 @@ func (c *cli) supervise(ch child, sigs <-chan os.Signal) outcome {
 		}
 	}
 }
+
+// deadlineEvery is how often zklock tells the guard the session's
+// deadlines while it holds.
+const deadlineEvery = 100 * time.Millisecond
+
+// tellDeadlines tells the guard by when to end the group should zklock stop
+// telling it (see guard_unix.go).
+func (ch child) tellDeadlines(g *group) {
+	if ch.session == nil {
+		return
+	}
+	lost, expiry := ch.session.Internal(session.Key{}).Remaining()
+	g.deadlines(lost, expiry)
+}
+
+// killDelay is the wait between SIGTERM and SIGKILL on a loss: the grace,
+// but no later than the ensemble could expire the session, when the lock
+// may pass to another.
+func (ch child) killDelay() time.Duration {
+	if ch.session == nil {
+		return ch.grace
+	}
+	_, expiry := ch.session.Internal(session.Key{}).Remaining()
+	return max(0, min(ch.grace, expiry-expiryMargin))
+}
+
+// expiryMargin is kept between the end of CMD's group and the earliest
+// moment the ensemble could expire the session.
+const expiryMargin = 100 * time.Millisecond
 
 // notifyUnlessIgnored relays the signals to ch, but leaves alone those that
 // zklock was started with ignored (as by nohup, or for a background job of
