@@ -534,7 +534,7 @@ func (c *cli) queueRequeue(args []string) (int, error) {
 	defer done()
 	code := exitOK
 	for _, id := range ids {
-		err := q.Requeue(ctx, id)
+		_, err := q.Requeue(ctx, id)
 		switch {
 		case errors.Is(err, fairqueue.ErrNoDeadLetter):
 			fmt.Fprintf(c.stderr, "zklock: %s: no dead letter %s\n", path, id)
