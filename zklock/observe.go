@@ -45,6 +45,16 @@ func (el *Election) Leader(ctx context.Context) (Leader, error) {
 	}
 }
 
+// Contenders lists the election's contenders in order: the leader first,
+// then the campaigners in the order they would lead. Holds is the
+// election's rule: only the lowest node leads, so the first contender's
+// Holds is true (it leads, or is about to learn that it does), every other
+// one's false. Token is each node's Czxid, a leader's term. Nodes that go
+// away while being read are left out.
+func (el *Election) Contenders(ctx context.Context) ([]Contender, error) {
+	return contenders(ctx, el.s, el.dir, line.Candidate, func(line.Node) line.Rule { return leader })
+}
+
 // Observe reports the election's leader: the current one, then every change
 // (a new leader, a Proclaim by the current one, or the election left
 // without a leader, reported as the zero Leader), in order. The channel

@@ -140,7 +140,7 @@ func (d *demoRun) run(ctx context.Context) (int, error) {
 	if cs, err := line.Contenders(work); err != nil {
 		cancel(err)
 	} else {
-		printContenders(out, cs, false)
+		printContenders(out, kindLock, cs, false)
 	}
 	fmt.Fprintf(out, "\nHand-offs (time since start, who got the lock, its fencing token, how long it waited):\n")
 	close(d.lineShown)

@@ -540,6 +540,17 @@ func TestBadInput(t *testing.T) {
 		{[]string{"watch", "/a", "/b"}, "watch: want one PATH"},
 		{[]string{"watch", "a"}, "must be absolute"},
 		{[]string{"watch", "-timeout", "1s", "/a"}, "flag provided but not defined"},
+		{[]string{"queue", "take", "-backoff", "2s", "-max-backoff", "1s", "/q", "--", "true"}, "-max-backoff 1s is less than -backoff 2s"},
+		{[]string{"-client-cert", "c.pem", "holders", "/a"}, "-client-cert and -client-key go together"},
+		{[]string{"holders", "-client-key", "k.pem", "/a"}, "-client-cert and -client-key go together"},
+		{[]string{"-ca-file", "/nonexistent/ca.pem", "holders", "/a"}, "-ca-file: open /nonexistent/ca.pem"},
+		{[]string{"-ca-file", os.DevNull, "holders", "/a"}, "-ca-file: no PEM certificate in " + os.DevNull},
+		{[]string{"-client-cert", os.DevNull, "-client-key", os.DevNull, "holders", "/a"}, "-client-cert, -client-key:"},
+		{[]string{"-auth", "alice", "holders", "/a"}, "-auth: want USER:PASSWORD"},
+		{[]string{"queue", "ls", "-auth", ":secret", "/q"}, "-auth: want USER:PASSWORD"},
+		{[]string{"help", "frob"}, `unknown command "frob"`},
+		{[]string{"help", "run", "extra"}, "help: want a COMMAND"},
+		{[]string{"-version", "extra"}, "-version takes no arguments"},
 	} {
 		// No server is needed: bad input is refused before connecting.
 		cmd := exec.Command(binary(t), tc.args...)
