@@ -16,12 +16,14 @@
 //
 // Commands:
 //
-//	run [-timeout D] [-data S] [-grace D] PATH -- CMD [ARGS...]
+//	run [-n N] [-timeout D] [-data S] [-grace D] PATH -- CMD [ARGS...]
 //	    Like flock(1): wait for the lock at PATH (at most -timeout; 0, the
 //	    default, waits forever), run CMD with stdin, stdout and stderr passed
 //	    through and ZKLOCK_TOKEN set to the lock's fencing token (a decimal
 //	    integer, higher for every later holder of PATH), then release the
-//	    lock. -data is stored in the lock node for `holders` (default: host,
+//	    lock. With -n N, hold one of N permits of a semaphore at PATH
+//	    instead (as consul lock -n): at most N CMDs run at once, first come
+//	    first served. -data is stored in the lock node for `holders` (default: host,
 //	    pid and CMD). -timeout counts from when the session is established;
 //	    connecting gives up after 15s.
 //
@@ -366,8 +368,8 @@ const usage = `Usage:
   zklock -version                        print zklock's version
 
 Commands:
-  run [-timeout D] [-data S] [-grace D] PATH -- CMD [ARGS...]
-        hold the lock at PATH while CMD runs (ZKLOCK_TOKEN = fencing token);
+  run [-n N] [-timeout D] [-data S] [-grace D] PATH -- CMD [ARGS...]
+        hold the lock at PATH (-n: one of N permits) while CMD runs (ZKLOCK_TOKEN = fencing token);
         CMD's process group never outlives the lock: signals are forwarded
         to it, and it is killed if the lock is lost or zklock dies
   holders PATH

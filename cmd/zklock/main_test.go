@@ -567,3 +567,57 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestRunSemaphore: `run -n 2`: two CMDs run at once, the third waits for
+// one of them to end, and `holders` shows two holders and a waiter.
+func TestRunSemaphore(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t).Addr()
+	path := lockPath(t)
+	dir := t.TempDir()
+	// Each CMD says it runs, then waits until told to stop.
+	cmdSh := script(t, `touch "$1/run-$2"; until [ -e "$1/stop-$2" ]; do sleep 0.02; done`)
+	var cmds []*exec.Cmd
+	for i := range 3 {
+		cmd := zklockCmd(t, addr, "run", "-n", "2", path, "--", cmdSh, dir, strconv.Itoa(i))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+		if i < 2 {
+			waitFile(t, filepath.Join(dir, fmt.Sprintf("run-%d", i)), cmd)
+		}
+	}
+	hold := func() string {
+		out, err := exec.Command(binary(t), "-zk", addr, "holders", path).CombinedOutput()
+		if err != nil {
+			t.Fatalf("holders: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	waitFor(t, func() bool { h := hold(); return strings.Count(h, "holder ") == 2 && strings.Count(h, "waiter ") == 1 },
+		func() string { return "holders:\n" + hold() })
+	if _, err := os.Stat(filepath.Join(dir, "run-2")); err == nil {
+		t.Fatalf("a third CMD runs while two hold the semaphore's 2 permits")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "stop-0"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, filepath.Join(dir, "run-2"), cmds[2])
+	for i := range 3 {
+		if i > 0 {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("stop-%d", i)), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cmds[i].Wait(); err != nil {
+			t.Errorf("run %d: %v; stderr:\n%s", i, err, stderr(cmds[i]))
+		}
+	}
+	if code := status(t, zklockCmd(t, addr, "run", "-n", "0", path, "--", "true")); code != 0 {
+		t.Errorf("run -n 0 (the lock): exit status %d", code)
+	}
+	if code := status(t, zklockCmd(t, addr, "run", "-n", "-1", path, "--", "true")); code != exitUsage {
+		t.Errorf("run -n -1: exit status %d, want %d", code, exitUsage)
+	}
+}

@@ -22,25 +22,47 @@ var errTimeout = errors.New("-timeout passed")
 // CMD exits. If it passes, closing the session removes the node anyway.
 const releaseTimeout = 10 * time.Second
 
-// run is `zklock run`: hold the lock at PATH while CMD runs.
+// run is `zklock run`: hold the lock at PATH while CMD runs; with -n N, one
+// of N permits of the semaphore at PATH.
 func (c *cli) run(args []string) (int, error) {
 	fs := c.flagSet("run")
 	data := fs.String("data", "", "`text` stored in the lock node, shown by holders (default: host, pid and CMD)")
-	h, err := c.parseHeld(fs, args, "run", "run [-timeout D] [-data S] [-grace D] PATH -- CMD [ARGS...]",
+	permits := fs.Int("n", 0, "hold one of `N` permits of a semaphore at PATH instead of the lock: at most N CMDs run at once (as consul lock -n)")
+	h, err := c.parseHeld(fs, args, "run", "run [-n N] [-timeout D] [-data S] [-grace D] PATH -- CMD [ARGS...]",
 		"the lock", "give up (exit 73) if the lock is not acquired within `D`; 0 waits forever")
 	if err != nil {
 		return exitUsage, err
+	}
+	if *permits < 0 {
+		return exitUsage, usagef("run: -n must be at least 1 (or 0 for the lock), not %d", *permits)
 	}
 	if *data == "" {
 		*data = defaultData(h.argv)
 	}
 	h.what = "the lock on " + h.path
-	h.take = func(ctx context.Context, s *zkrecipes.Session) (*zklock.Lease, func(context.Context) error, error) {
+	acquire := func(s *zkrecipes.Session) (func(context.Context) (*zklock.Lease, error), error) {
 		m, err := zklock.NewMutex(s, h.path, zklock.WithData([]byte(*data)))
+		if err != nil {
+			return nil, err
+		}
+		return m.Lock, nil
+	}
+	if *permits > 0 {
+		h.what = fmt.Sprintf("a permit of %d on %s", *permits, h.path)
+		acquire = func(s *zkrecipes.Session) (func(context.Context) (*zklock.Lease, error), error) {
+			sm, err := zklock.NewSemaphore(s, h.path, *permits, zklock.WithData([]byte(*data)))
+			if err != nil {
+				return nil, err
+			}
+			return sm.Acquire, nil
+		}
+	}
+	h.take = func(ctx context.Context, s *zkrecipes.Session) (*zklock.Lease, func(context.Context) error, error) {
+		lock, err := acquire(s)
 		if err != nil {
 			return nil, nil, err
 		}
-		lease, err := m.Lock(ctx)
+		lease, err := lock(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
