@@ -253,14 +253,6 @@ func (c *client) watch(w string, l *zklock.Lease) {
 	}()
 }
 
-// done is l's Done, or, for a deaf client, a channel that never closes.
-func (c *client) done(l *zklock.Lease) <-chan struct{} {
-	if c.deaf {
-		return nil
-	}
-	return l.Done()
-}
-
 // holdFor draws how long to hold a lease.
 func (c *client) holdFor() time.Duration {
 	return c.holdMin + jitter(c.holdMax-c.holdMin)
@@ -355,7 +347,7 @@ func (c *client) critical(ctx context.Context, reg *register, l *zklock.Lease, d
 		}
 		reg.write(c.opID(), tok, v, v+1)
 	}
-	c.hold(ctx, c.done(l), d-work)
+	c.hold(ctx, l.Done(), d-work)
 }
 
 func (c *client) opID() string {
@@ -379,7 +371,7 @@ func (c *client) election(ctx context.Context) {
 			}
 			c.out.Emit(record.Event{W: record.Election, K: record.Grant, Tok: l.Token(), Sid: s.ID(), Srv: server(s)})
 			c.watch(record.Election, l.Lease)
-			c.hold(ctx, c.done(l.Lease), c.holdFor())
+			c.hold(ctx, l.Done(), c.holdFor())
 			c.release(record.Election, l.Lease, l.Resign)
 			sleep(ctx, jitter(50*time.Millisecond))
 		}
@@ -415,7 +407,7 @@ func (c *client) semaphore(ctx context.Context) {
 			}
 			c.out.Emit(record.Event{W: record.Semaphore, K: record.Grant, Tok: l.Token(), Sid: s.ID(), Srv: server(s)})
 			c.watch(record.Semaphore, l)
-			c.hold(ctx, c.done(l), c.holdFor())
+			c.hold(ctx, l.Done(), c.holdFor())
 			c.release(record.Semaphore, l, l.Unlock)
 			sleep(ctx, jitter(50*time.Millisecond))
 		}
@@ -461,15 +453,11 @@ func (c *client) consume(ctx context.Context) {
 			}
 			c.out.Emit(record.Event{W: record.Queue, K: record.Take, ID: j.ID(), D: string(j.Data()), N: j.Attempt(), Sid: s.ID(), Srv: server(s)})
 			settled := c.watchJob(j)
-			var lost <-chan struct{}
-			if !c.deaf {
-				lost = j.Done()
-			}
 			work := jitter(c.jobHold)
 			if rand.N(8) == 0 {
 				work = jitter(c.jobLong) // a long job: its claim held for seconds, as a lease is
 			}
-			c.hold(ctx, lost, work)
+			c.hold(ctx, j.Done(), work)
 			c.out.Emit(record.Event{W: record.Queue, K: record.Acking, ID: j.ID(), D: string(j.Data())})
 			actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			err = j.Ack(actx)
