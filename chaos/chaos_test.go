@@ -99,7 +99,7 @@ func TestCheckerCatchesUnfencedWrites(t *testing.T) {
 	// Holds long enough that a holder frozen at its grant still holds when
 	// the ensemble has expired its session and granted the lock again.
 	cfg := chaos.Config{For: d, Clients: 3, Faults: []string{chaos.PauseProc, chaos.Freeze},
-		HoldMin: 5 * time.Second, HoldMax: 8 * time.Second, Work: 300 * time.Millisecond, Seed: *seed}
+		HoldMin: 5 * time.Second, HoldMax: 6 * time.Second, Work: 300 * time.Millisecond, Seed: *seed}
 	for _, broken := range []bool{true, false} {
 		name := map[bool]string{true: "unfenced-deaf", false: "fenced"}[broken]
 		t.Run(name, func(t *testing.T) {
