@@ -292,7 +292,7 @@ until [ -s "$1/grandchild" ]; do sleep 0.01; done
 echo $$ > "$1/child"
 while :; do sleep 0.1; done
 `)
-	cmd := inOwnGroup(zklockCmd(t, addr, append(strings.Fields(verb), "-grace", "300ms", path, "--", cmdSh, dir)...))
+	cmd := inOwnGroup(zklockCmd(t, addr, append(strings.Fields(verb), "-grace", "2s", path, "--", cmdSh, dir)...))
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
