@@ -81,7 +81,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 	s, err := session.Connect(ctx, session.Config{
 		Servers: servers, Timeout: o.timeout, Logger: o.logger,
 		Auth: o.auth, ACL: o.acl, Dialer: o.dialer, Loss: o.loss, Tick: o.tick, TLS: o.tls,
-		Telemetry: telemetry.New(o.meters, o.tracers),
+		Telemetry: telemetry.New(telemetry.Config{Meters: o.meters, Tracers: o.tracers, PendingMaxAge: o.pending}),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("zkrecipes: %w", err)

@@ -82,12 +82,14 @@ func New(s *zkrecipes.Session, path string, opts ...Option) (*Queue, error) {
 	if o.acl == nil {
 		o.acl = ss.ACL()
 	}
-	return &Queue{
+	q := &Queue{
 		s: ss, log: ss.Log().With("queue", path), dir: path, acl: o.acl,
 		maxAttempts: o.maxAttempts, bucketSize: o.bucketSize, backlog: backlog{ttl: o.backlogTTL},
 		items: path + "/items", claims: path + "/claims", line: path + "/line", dead: path + "/dead",
 		held: path + "/held", delayed: path + "/delayed", keys: path + "/keys",
-	}, nil
+	}
+	observePending(q)
+	return q, nil
 }
 
 func (q *Queue) bucketPath(n int64) string { return q.items + "/" + bucketName(n) }

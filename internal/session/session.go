@@ -21,11 +21,12 @@ import (
 	"github.com/zkrecipes/zkrecipes/internal/wire"
 )
 
-// The ends of a session; the root package exports them.
+// The ends of a session; the root package exports them, under the names
+// they are reported by as error.type.
 var (
-	ErrExpired = errors.New("session expired")
-	ErrLost    = errors.New("session lost")
-	ErrClosed  = errors.New("session closed")
+	ErrExpired = telemetry.Sentinel("session expired", "zkrecipes.ErrSessionExpired")
+	ErrLost    = telemetry.Sentinel("session lost", "zkrecipes.ErrSessionLost")
+	ErrClosed  = telemetry.Sentinel("session closed", "zkrecipes.ErrClosed")
 )
 
 // LossFraction is how much of the negotiated timeout may pass after the
@@ -162,6 +163,7 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		fail()
 		return nil, fmt.Errorf("first request: %w", err)
 	}
+	s.followState(func(st State) { s.tel.SessionState(st.telemetry()) })
 	s.wg.Add(1)
 	go s.monitor()
 	s.log.Debug("session established", "timeout", s.Timeout())
