@@ -243,6 +243,17 @@ func (o *Owner) ask(ctx context.Context, r *request) error {
 	case err := <-r.reply:
 		return err
 	case <-ctx.Done():
+		// A release whose outcome is decided by now gets it, not a
+		// "maybe": the holding has ended (released or lost), or the
+		// answer is there.
+		select {
+		case err := <-r.reply:
+			return err
+		default:
+		}
+		if r.release != nil && o.Err() != nil {
+			return o.final(r.kind)
+		}
 		return context.Cause(ctx)
 	}
 }
