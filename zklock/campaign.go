@@ -32,6 +32,7 @@ import (
 // for ZooKeeper itself, with Guard.
 type Election struct {
 	s    *session.Session
+	pub  *zkrecipes.Session // for zkrecipes.Watch
 	dir  string
 	data []byte
 	acl  []zk.ACL
@@ -46,7 +47,7 @@ func NewElection(s *zkrecipes.Session, path string, opts ...Option) (*Election, 
 	if err != nil {
 		return nil, err
 	}
-	return &Election{s: o.s, dir: path, data: o.data, acl: o.acl}, nil
+	return &Election{s: o.s, pub: s, dir: path, data: o.data, acl: o.acl}, nil
 }
 
 // Leadership is one term of leadership, won by Campaign. Its Lease ends when
