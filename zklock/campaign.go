@@ -32,7 +32,6 @@ import (
 // for ZooKeeper itself, with Guard.
 type Election struct {
 	s    *session.Session
-	pub  *zkrecipes.Session // for zkrecipes.Watch
 	dir  string
 	data []byte
 	acl  []zk.ACL
@@ -47,7 +46,7 @@ func NewElection(s *zkrecipes.Session, path string, opts ...Option) (*Election, 
 	if err != nil {
 		return nil, err
 	}
-	return &Election{s: o.s, pub: s, dir: path, data: o.data, acl: o.acl}, nil
+	return &Election{s: o.s, dir: path, data: o.data, acl: o.acl}, nil
 }
 
 // Leadership is one term of leadership, won by Campaign. Its Lease ends when

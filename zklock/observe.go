@@ -7,8 +7,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/internal/line"
+	"github.com/zkrecipes/zkrecipes/internal/nodewatch"
 	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
@@ -66,8 +66,9 @@ func (el *Election) Contenders(ctx context.Context) ([]Contender, error) {
 // missed a change).
 //
 // Each call runs one goroutine, gone once the channel is closed. It follows
-// the leader's node with zkrecipes.Watch (an observer is no contender, so it
-// does not wait in line) or, with no leader, the directory's children.
+// the leader's node as zkrecipes.Watch does (an observer is no contender,
+// so it does not wait in line) or, with no leader, the directory's
+// children.
 func (el *Election) Observe(ctx context.Context) <-chan Leader {
 	ch := make(chan Leader, 1)
 	if ctx.Err() != nil || el.s.Err() != nil {
@@ -116,7 +117,9 @@ func (el *Election) observe(ctx context.Context, ch chan Leader) {
 // the candidate's node; none is called each time the directory is found
 // without one.
 func (el *Election) awaitLeader(ctx context.Context, none func()) (string, error) {
-	for st, err := range zkrecipes.Watch(ctx, el.pub, el.dir, zkrecipes.WithChildren()) {
+	// Its children only: a data watch on a directory whose data never
+	// changes would stay set, one more after each leader.
+	for st, err := range nodewatch.Node(ctx, el.s, el.dir, nodewatch.Follow{Children: true}) {
 		if err != nil {
 			return "", err
 		}
@@ -131,7 +134,7 @@ func (el *Election) awaitLeader(ctx context.Context, none func()) (string, error
 // followLeader reports the leader at path, and every change of its value,
 // until its node goes (nil).
 func (el *Election) followLeader(ctx context.Context, path string, report func(Leader, int32)) error {
-	for st, err := range zkrecipes.Watch(ctx, el.pub, path) {
+	for st, err := range nodewatch.Node(ctx, el.s, path, nodewatch.Follow{Data: true}) {
 		if err != nil {
 			return err
 		}
