@@ -408,3 +408,93 @@ func TestWatchEnds(t *testing.T) {
 		require.ErrorIs(t, got[0], tc.want, "%q", tc.path)
 	}
 }
+
+// Each read Watch sends, cut off by a dropped connection right after it is
+// written (AfterWrite) or with its reply lost (LoseReply): the session lives
+// on, and Watch reads again and yields the node's state, with no error.
+func TestWatchFaults(t *testing.T) {
+	srv := setup(t)
+	for _, tc := range []struct {
+		name   string
+		op     int32
+		exists bool // the node exists when Watch starts
+		opts   []zkrecipes.WatchOption
+	}{
+		{"getData", zktest.OpGetData, true, nil},
+		{"exists", zktest.OpExists, false, nil},
+		{"getChildren", zktest.OpGetChildren2, true, []zkrecipes.WatchOption{zkrecipes.WithChildren()}},
+	} {
+		for _, mode := range []zktest.Mode{zktest.AfterWrite, zktest.LoseReply} {
+			t.Run(tc.name+"/"+mode.String(), func(t *testing.T) {
+				admin := connect(t, srv.Addrs())
+				p := watchPath(t, admin)
+				_, err := admin.Conn().Create("/watch-test", nil, 0, zk.WorldACL(zk.PermAll))
+				if err != nil {
+					require.ErrorIs(t, err, zk.ErrNodeExists)
+				}
+				if tc.exists {
+					_, err = admin.Conn().Create(p, []byte("there"), 0, zk.WorldACL(zk.PermAll))
+					require.NoError(t, err)
+				}
+				d := &zktest.Dropper{}
+				s := d.Connect(t, srv.Addrs())
+				d.Arm(zktest.Match{Op: tc.op, Path: p}, mode)
+				w := watch(t, s, p, tc.opts...)
+				st := w.next()
+				require.Equal(t, 1, d.Fired(), "the read was cut off")
+				require.Equal(t, tc.exists, st.Exists)
+				if tc.exists {
+					require.Equal(t, "there", string(st.Data))
+				}
+				// And it still follows the node.
+				if tc.exists {
+					_, err = admin.Conn().Set(p, []byte("later"), -1)
+				} else {
+					_, err = admin.Conn().Create(p, []byte("later"), 0, zk.WorldACL(zk.PermAll))
+				}
+				require.NoError(t, err)
+				w.until("the next state", dataIs("later"))
+				require.NoError(t, s.Err())
+			})
+		}
+	}
+}
+
+// The caller's context ends before Watch starts (nothing is read, nothing
+// yielded), or while a read hangs (the iteration ends at once, with no
+// error; the read finishes on its own).
+func TestWatchContextEnds(t *testing.T) {
+	srv := setup(t)
+	s := connect(t, srv.Addrs())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for st, err := range zkrecipes.Watch(ctx, s, "/") {
+		t.Fatalf("yielded %+v, %v after its context ended", st, err)
+	}
+
+	d := &zktest.Dropper{}
+	ds := d.Connect(t, srv.Addrs())
+	d.Pause()
+	t.Cleanup(d.Resume)
+	d.Arm(zktest.Match{Op: zktest.OpGetData, Path: "/zookeeper"}, zktest.BeforeWrite)
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	ended := make(chan []error, 1)
+	go func() {
+		var errs []error
+		for _, err := range zkrecipes.Watch(ctx, ds, "/zookeeper") {
+			errs = append(errs, err)
+		}
+		ended <- errs
+	}()
+	require.Eventually(t, func() bool { return d.Fired() == 1 }, watchWait, 2*time.Millisecond, "the read is cut off, and the client cannot reconnect")
+	cancel()
+	select {
+	case errs := <-ended:
+		require.Empty(t, errs, "nothing yielded, no error")
+	case <-time.After(watchWait):
+		t.Fatal("Watch did not end with its context while its read hung")
+	}
+	d.Resume()
+	require.Eventually(t, func() bool { return ds.State() == zkrecipes.Connected }, watchWait, 2*time.Millisecond)
+}
