@@ -107,8 +107,6 @@ func dataIs(v string) func(zkrecipes.NodeState) bool {
 	return func(st zkrecipes.NodeState) bool { return st.Exists && string(st.Data) == v }
 }
 
-func gone(st zkrecipes.NodeState) bool { return !st.Exists }
-
 // watchPath is a node path no other test uses, deleted (with its children)
 // when the test ends.
 func watchPath(t *testing.T, admin *zkrecipes.Session) string {
