@@ -545,7 +545,7 @@ func (c *cli) connect(ctx context.Context, log *slog.Logger) (*zkrecipes.Session
 	defer cancel()
 	s, err := zkrecipes.Connect(ctx, servers, opts...)
 	if errors.Is(err, zkrecipes.ErrInvalidArgument) {
-		return nil, usagef("-zk: %v", err) // a server address it cannot read
+		return nil, usageError{err.Error()} // such as a server address it cannot read
 	}
 	if err != nil {
 		return nil, err
