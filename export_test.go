@@ -11,3 +11,6 @@ func WithLossFraction(f float64) Option { return func(o *options) { o.loss = f }
 // collection reads it again: tests set it to a nanosecond to see every
 // change at the next collection.
 func WithPendingMaxAge(d time.Duration) Option { return func(o *options) { o.pending = d } }
+
+// ParseServers is Connect's reading of its servers.
+var ParseServers = parseServers

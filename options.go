@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zkrecipes/zkrecipes/internal/session"
+	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // Option configures Connect.
@@ -28,6 +29,7 @@ type options struct {
 	loss    float64 // session.LossFraction, but for tests of the expiry path
 	tick    time.Duration
 	pending time.Duration // telemetry.DefaultPendingMaxAge, but for tests
+	chroot  string        // "" for none
 	errs    []error
 }
 
@@ -160,5 +162,24 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 			return
 		}
 		o.tracers = tp
+	}
+}
+
+// WithChroot runs the Session in the subtree at path, as the Java client
+// does with "host:port/app" (which Connect takes too): every path the
+// Session, the recipes on it and Conn use is read under path, so "/locks/a"
+// is the server's "/app/locks/a", and nothing is created outside of it.
+// The node at path must exist: until it does, every request fails with
+// zk.ErrNoNode (Connect logs a warning). "/" is no chroot.
+func WithChroot(path string) Option {
+	return func(o *options) {
+		if path == "/" {
+			return
+		}
+		if err := znode.ValidatePath(path); err != nil {
+			o.errs = append(o.errs, fmt.Errorf("zkrecipes: %w: chroot: %w", ErrInvalidArgument, err))
+			return
+		}
+		o.chroot = path
 	}
 }

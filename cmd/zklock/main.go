@@ -154,8 +154,12 @@
 //
 // Flags common to every command (given before or after the command name):
 //
-//	-zk SERVERS          comma-separated host:port list (default $ZK_CONNECT,
-//	                     else 127.0.0.1:2181)
+//	-zk SERVERS          comma-separated host:port list, as the Java client
+//	                     takes it: the port defaults to 2181, and the last
+//	                     address may be followed by a chroot
+//	                     ("zk1:2181,zk2:2181/app": every PATH is then under
+//	                     /app, which must exist) (default $ZK_CONNECT, else
+//	                     127.0.0.1:2181)
 //	-session-timeout D   ZooKeeper session timeout (default 10s)
 //	-v                   log to stderr at info level; -v -v for debug
 //	-json                print listings as JSON: holders, leader, watch,
@@ -401,7 +405,8 @@ Commands:
         show N sessions taking turns on one lock
 
 Common flags (before or after COMMAND):
-  -zk SERVERS          comma-separated host:port list ($ZK_CONNECT, else 127.0.0.1:2181)
+  -zk SERVERS          comma-separated host:port list, optionally ending in /chroot
+                       ($ZK_CONNECT, else 127.0.0.1:2181)
   -session-timeout D   ZooKeeper session timeout (default 10s)
   -v                   log at info level; -v -v for debug
   -json                print listings as JSON: holders, leader, watch, queue put,
@@ -455,7 +460,7 @@ func (c *cli) usage(err error) int {
 func (c *cli) flagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
-	fs.StringVar(&c.servers, "zk", c.servers, "the ZooKeeper `SERVERS`, a comma-separated host:port list ($ZK_CONNECT)")
+	fs.StringVar(&c.servers, "zk", c.servers, "the ZooKeeper `SERVERS`, a comma-separated host:port list, optionally ending in /chroot ($ZK_CONNECT)")
 	fs.DurationVar(&c.sessionTimeout, "session-timeout", c.sessionTimeout, "ZooKeeper session timeout `D`")
 	fs.Var(&c.verbosity, "v", "more logging (repeat for more)")
 	fs.BoolVar(&c.json, "json", c.json, "print listings as JSON")
@@ -539,6 +544,9 @@ func (c *cli) connect(ctx context.Context, log *slog.Logger) (*zkrecipes.Session
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	s, err := zkrecipes.Connect(ctx, servers, opts...)
+	if errors.Is(err, zkrecipes.ErrInvalidArgument) {
+		return nil, usageError{err.Error()} // such as a server address it cannot read
+	}
 	if err != nil {
 		return nil, err
 	}

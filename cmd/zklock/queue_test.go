@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
@@ -387,4 +389,39 @@ func TestQueueTakeDeadLetterAfterDefaultAttempts(t *testing.T) {
 	if !strings.Contains(errs, want) {
 		t.Errorf("stderr lacks %q:\n%s", want, errs)
 	}
+}
+
+// -zk takes Java's connect string with a chroot: the queue's PATH is under
+// it on the server, and nothing is made outside of it.
+func TestChrootForm(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t).Addr()
+	admin := zktest.Connect(t, []string{addr})
+	root := fmt.Sprintf("/zklock-cmd-chroot-%d", time.Now().UnixNano())
+	if _, err := admin.Conn().Create(root, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteTree(admin.Conn(), root) })
+	zkArg := addr + root
+	if out := run(t, zkArg, 0, "queue", "put", "/q", "one", "two"); len(strings.Fields(out)) != 2 {
+		t.Fatalf("queue put printed %q, want two ids", out)
+	}
+	if p, d := queueCounts(t, zkArg, "/q"); p != 2 || d != 0 {
+		t.Fatalf("queue ls in the chroot: %d pending, %d dead; want 2, 0", p, d)
+	}
+	if ok, _, err := admin.Conn().Exists(root + "/q"); err != nil || !ok {
+		t.Fatalf("the queue is not under the chroot on the server: %v %v", ok, err)
+	}
+	if ok, _, err := admin.Conn().Exists("/q"); err != nil || ok {
+		t.Fatalf("a queue outside the chroot: %v %v", ok, err)
+	}
+}
+
+// deleteTree deletes p and everything under it.
+func deleteTree(conn *zk.Conn, p string) {
+	children, _, _ := conn.Children(p)
+	for _, c := range children {
+		deleteTree(conn, p+"/"+c)
+	}
+	conn.Delete(p, -1)
 }

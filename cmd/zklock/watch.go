@@ -47,7 +47,8 @@ func (c *cli) watch(args []string) (int, error) {
 		return exitFailure, err
 	}
 	defer s.Close()
-	w := newLineWatcher(s, path, !*once)
+	w := newLineWatcher(ctx, s, path, !*once)
+	defer w.stop()
 	tty := !*once && !c.json && isTerminal(c.stdout)
 	backoff := 50 * time.Millisecond
 	last := "" // what the last frame showed, but for the times
@@ -121,37 +122,87 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// lineWatcher reads a line and keeps ZooKeeper watches on what changes it:
-// the directory's children, and the holder's node (for its data: an
-// election's leader may Proclaim a new value). A watch is set again only
-// once it has fired, so that none piles up.
+// lineWatcher reads a line, and follows with zkrecipes.Watch what changes
+// it: the directory (its children, and its data, a semaphore's permits),
+// and the holder's node (for its data: an election's leader may Proclaim a
+// new value). Watch reads again after every reconnect, so a change made
+// while the client was away is not missed.
 type lineWatcher struct {
 	s    *zkrecipes.Session
 	path string
-	live bool   // set watches
+	live bool   // follow the line
 	kind string // the last kind seen, kept while the line is empty
 
-	dirEv   <-chan zk.Event // the directory's children (or existence)
-	nodeEv  <-chan zk.Event // the holder's node
-	nodeFor string          // the node nodeEv is about
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	changed chan struct{} // a followed node changed: read the line again
+	failed  chan error    // a Watch ended with this error
+	holder  string        // the node followed besides the directory
+	unhold  context.CancelFunc
 }
 
-func newLineWatcher(s *zkrecipes.Session, path string, live bool) *lineWatcher {
-	return &lineWatcher{s: s, path: path, live: live}
+func newLineWatcher(ctx context.Context, s *zkrecipes.Session, path string, live bool) *lineWatcher {
+	w := &lineWatcher{s: s, path: path, live: live,
+		changed: make(chan struct{}, 1), failed: make(chan error, 1), unhold: func() {}}
+	w.ctx, w.cancel = context.WithCancel(ctx)
+	if live {
+		w.follow(w.ctx, path, zkrecipes.WithChildren())
+	}
+	return w
 }
 
-// wait returns once a watch has fired, ctx has ended, or the session is
-// over.
+// follow runs a Watch of path until ctx ends, telling of each state.
+func (w *lineWatcher) follow(ctx context.Context, path string, opts ...zkrecipes.WatchOption) {
+	w.wg.Go(func() {
+		for _, err := range zkrecipes.Watch(ctx, w.s, path, opts...) {
+			if err != nil {
+				select {
+				case w.failed <- err:
+				default:
+				}
+				return
+			}
+			select {
+			case w.changed <- struct{}{}:
+			default:
+			}
+		}
+	})
+}
+
+// followHolder follows the holder's node, once it is another than the one
+// followed.
+func (w *lineWatcher) followHolder(path string) {
+	if !w.live || path == w.holder {
+		return
+	}
+	w.unhold()
+	w.holder, w.unhold = path, func() {}
+	if path != "" {
+		ctx, cancel := context.WithCancel(w.ctx)
+		w.unhold = cancel
+		w.follow(ctx, path)
+	}
+}
+
+// stop ends the Watches and waits for them.
+func (w *lineWatcher) stop() {
+	w.cancel()
+	w.wg.Wait()
+}
+
+// wait returns once a followed node has changed, ctx has ended, or the
+// session is over.
 func (w *lineWatcher) wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	case <-w.s.Done():
 		return w.s.Err()
-	case <-w.dirEv:
-		w.dirEv = nil
-	case <-w.nodeEv:
-		w.nodeEv, w.nodeFor = nil, ""
+	case err := <-w.failed:
+		return err
+	case <-w.changed:
 	}
 	return nil
 }
@@ -171,12 +222,14 @@ type member struct {
 	created time.Time
 }
 
-// read reads the line, setting the watches that are not set (when live).
-// The directory's watch is set before anything is read, so that no change
-// after the reads goes unseen. Who holds is the recipe's Contenders' answer.
+// read reads the line, and follows its holder's node (when live). Who
+// holds is the recipe's Contenders' answer.
 func (w *lineWatcher) read(ctx context.Context) (frame, error) {
 	conn := w.s.Conn()
-	children, err := w.children()
+	children, _, err := conn.Children(w.path)
+	if errors.Is(err, zk.ErrNoNode) {
+		children, err = nil, nil // no directory: an empty line
+	}
 	if err != nil {
 		return frame{}, err
 	}
@@ -193,57 +246,12 @@ func (w *lineWatcher) read(ctx context.Context) (frame, error) {
 		f.kind = w.kind
 	}
 	w.kind = f.kind
-
-	if w.live && len(f.contenders) > 0 {
-		holder := &f.contenders[0]
-		if w.nodeEv == nil || w.nodeFor != holder.Path {
-			data, _, ev, err := conn.GetW(holder.Path)
-			switch {
-			case errors.Is(err, zk.ErrNoNode):
-				// Gone since the listing: the directory's watch has fired.
-			case err != nil:
-				return frame{}, err
-			default:
-				holder.Data = data // as of the watch
-				w.nodeEv, w.nodeFor = ev, holder.Path
-			}
-		}
+	holder := ""
+	if len(f.contenders) > 0 {
+		holder = f.contenders[0].Path
 	}
+	w.followHolder(holder)
 	return f, nil
-}
-
-// children lists the directory, setting its watch if live and not set: on
-// its children, or on its creation if it does not exist. No directory is an
-// empty line.
-func (w *lineWatcher) children() ([]string, error) {
-	conn := w.s.Conn()
-	for {
-		if !w.live || w.dirEv != nil {
-			names, _, err := conn.Children(w.path)
-			if errors.Is(err, zk.ErrNoNode) {
-				return nil, nil
-			}
-			return names, err
-		}
-		names, _, ev, err := conn.ChildrenW(w.path)
-		if err == nil {
-			w.dirEv = ev
-			return names, nil
-		}
-		if !errors.Is(err, zk.ErrNoNode) {
-			return nil, err
-		}
-		ok, _, ev, err := conn.ExistsW(w.path)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			w.dirEv = ev
-			return nil, nil
-		}
-		// Created between the two: list it. (The watch set by ExistsW
-		// fires on the next change and is then dropped.)
-	}
 }
 
 // created adds each contender's creation time, from its node's Stat (a
