@@ -2,6 +2,7 @@ package zkrecipes_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -192,6 +193,18 @@ func TestTelemetryErrors(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return collectPoints(t, reader)["zkrecipes.queue.take.wait.active"][""] == 1
 	}, 10*time.Second, 5*time.Millisecond)
+	// Closed once the Take waits on its watches, not mid-request:
+	// go-zookeeper v1.0.4 races with itself (under -race) when a
+	// connection closes under a request whose reply it is decoding.
+	require.Eventually(t, func() bool {
+		line, _, err := other.Conn().Children(p + "/queue/line")
+		if err != nil || len(line) != 1 {
+			return false
+		}
+		watches, err := zktest.FourLetter(srv.Addr(), "wchc")
+		return err == nil && strings.Contains(watches, fmt.Sprintf("0x%x", s.ID()))
+	}, 10*time.Second, 5*time.Millisecond, "the Take waits in line on a watch")
+	time.Sleep(100 * time.Millisecond)
 	require.NoError(t, s.Close())
 	require.ErrorIs(t, <-taken, zkrecipes.ErrClosed)
 
