@@ -11,7 +11,7 @@ zk-up:
 	bash scripts/zk-up.sh $(ZK)
 
 zk-down:
-	bash scripts/zk-down.sh
+	bash scripts/zk-down.sh $(ZK)
 
 demo: zk-up
 	ZK_CONNECT=$(ZK) $(GO) run ./cmd/zklock demo
