@@ -10,8 +10,8 @@
 #     docker-compose (1.29 will do), as project ${COMPOSE_PROJECT_NAME:-zkrecipes},
 #     and wait until every member serves. When there is no compose, or
 #     `compose up` fails (no zookeeper:3.8 image and no registry to pull it
-#     from), or the ensemble does not serve within 120 s: say so, remove
-#     what compose made, and go on with 3.
+#     from), or the ensemble does not serve within ${ZK_UP_WAIT:-120}
+#     seconds: say so, remove what compose made, and go on with 3.
 #  3. Else, if ZooKeeper is installed (Debian's `zookeeper` package, or
 #     ZK_HOME / ZOOKEEPER_JAR as for package zktest), start a standalone
 #     server on that port, detached from this shell, with its files under
@@ -123,10 +123,11 @@ else
 		echo docker >"$dir/backend"
 		say "waiting until every member serves (a leader is elected)"
 		serves=true
+		wait=${ZK_UP_WAIT:-120}
 		for p in "${ports[@]}"; do
-			port=$p wait_serving 120 || {
+			port=$p wait_serving "$wait" || {
 				serves=false
-				why_local="the ensemble does not serve at 127.0.0.1:$p after 120s"
+				why_local="the ensemble does not serve at 127.0.0.1:$p after ${wait}s"
 				break
 			}
 		done
@@ -135,7 +136,7 @@ else
 			exit 0
 		fi
 		say "$why_local; the members' last lines:"
-		compose logs --tail 10 >&2 || true
+		compose logs --no-color --tail 10 >&2 || true
 		compose_undo "$why_local"
 	fi
 fi
@@ -235,4 +236,4 @@ if ! wait_serving 60; then
 	rm -f "$pidfile"
 	exit 1
 fi
-say "ZooKeeper ready at $addr (pid $(<"$pidfile"), log $logfile); stop it with scripts/zk-down.sh"
+say "ZooKeeper ready at $addr (pid $(<"$pidfile"), log $logfile); stop it with scripts/zk-down.sh $addr"
