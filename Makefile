@@ -1,6 +1,9 @@
 # zkrecipes: the two commands the README promises, and the checks.
-#   make demo   start a ZooKeeper if none answers on $(ZK), then run the demo
-#   make test   the same set-up, then the whole test suite under the race detector
+#   make demo     start a ZooKeeper if none answers on $(ZK) (the compose
+#                 ensemble where it can run, else a local server), then run
+#                 the demo: a fair mutex, an election, a job queue
+#   make test     the same set-up, then the whole test suite under the race detector
+#   make zk-down  stop the ZooKeeper that make demo or make test started
 ZK ?= 127.0.0.1:2181
 GO ?= go
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
@@ -11,7 +14,7 @@ zk-up:
 	bash scripts/zk-up.sh $(ZK)
 
 zk-down:
-	bash scripts/zk-down.sh
+	bash scripts/zk-down.sh $(ZK)
 
 demo: zk-up
 	ZK_CONNECT=$(ZK) $(GO) run ./cmd/zklock demo
@@ -66,7 +69,8 @@ interop:
 
 # zktest's Docker sources of servers, end to end (scripts/test-docker.sh):
 # starts a Docker engine when none answers (as root: installs Debian's
-# docker.io when missing), builds the local stand-in for zookeeper:3.8 when
+# docker.io when missing), installs compose when missing (as root, on
+# either engine), builds the local stand-in for zookeeper:3.8 when
 # the image is missing (scripts/zk-image.sh, cached in Docker's image store),
 # runs zktest's and zklock's tests through testcontainers-go, then the recipe
 # tests against docker-compose.yml's 3-server ensemble, and leaves no

@@ -146,11 +146,26 @@
 //	    as new items, and print each new item's id. An id that is no dead
 //	    letter makes zklock exit 3.
 //
-//	demo [-workers N] [-rounds R] [-path P] [-hold D]
-//	    N workers, each with its own ZooKeeper session, take turns on one
-//	    lock R times each. Prints the line as ZooKeeper sees it, each
-//	    hand-off, and checks that the lock was first come first served,
-//	    that fencing tokens increase, and that no node is left behind.
+//	demo [-path P] [-workers N] [-rounds R] [-replicas N] [-producers N] [-consumers N] [-items N] [-hold D]
+//	    The library's three uses, one after the other, each client with a
+//	    ZooKeeper session of its own (about 2 s with the defaults):
+//	      1. -workers workers (5) take turns on the lock P/lock -rounds
+//	         times each (3), first come first served, each hand-off with
+//	         a higher fencing token.
+//	      2. -replicas replicas (3) campaign in the election P/election;
+//	         each leader resigns, or its session is closed, and the next
+//	         in line takes over with a higher term, as another session
+//	         sees with Observe.
+//	      3. -producers producers (2) put -items jobs each (3) in the
+//	         queue P/queue; -consumers consumers (3) take them, oldest
+//	         first, and ack them.
+//	    A worker holds the lock, a leader leads and a consumer works on a
+//	    job for -hold (50ms). Each part prints what happens, then checks
+//	    it: first come first served, tokens and terms increasing, every job
+//	    taken and acked once, oldest first, and nothing left behind; zklock
+//	    exits 1 if a check fails. P (default /zkrecipes/demo) must hold no
+//	    contender and no job. Interrupted, the demo takes back the jobs it
+//	    left in the queue.
 //
 // Flags common to every command (given before or after the command name):
 //
@@ -401,8 +416,10 @@ Commands:
         list the dead letters
   queue requeue PATH ID...
         put dead letters back at the end of the queue; print their new ids
-  demo [-workers N] [-rounds R] [-path P] [-hold D]
-        show N sessions taking turns on one lock
+  demo [-path P] [-workers N] [-rounds R] [-replicas N] [-producers N]
+       [-consumers N] [-items N] [-hold D]
+        show a fair mutex, an election's hand-overs and a job queue at work,
+        each client with a session of its own, and check what they did
 
 Common flags (before or after COMMAND):
   -zk SERVERS          comma-separated host:port list, optionally ending in /chroot

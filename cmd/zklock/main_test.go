@@ -451,34 +451,6 @@ func TestLeadLost(t *testing.T) {
 	}, "lost leadership of ")
 }
 
-func TestDemo(t *testing.T) {
-	t.Parallel()
-	addr := zktest.Start(t).Addr()
-	cmd := zklockCmd(t, addr, "demo", "-workers", "4", "-rounds", "3", "-hold", "10ms", "-path", lockPath(t))
-	got := status(t, cmd)
-	t.Logf("demo output:\n%s", stdout(cmd))
-	if got != 0 {
-		t.Fatalf("exit status %d; stderr:\n%s", got, stderr(cmd))
-	}
-	for _, want := range []string{"Hand-offs: 12 ", "FIFO: yes", "Tokens strictly increasing: yes", "after the sessions closed: none"} {
-		if !strings.Contains(stdout(cmd), want) {
-			t.Errorf("output lacks %q", want)
-		}
-	}
-}
-
-// TestDemoInProcess runs the demo in this process, to check that the tool
-// leaves no goroutine behind.
-func TestDemoInProcess(t *testing.T) {
-	addr := zktest.Start(t).Addr()
-	defer goleak.VerifyNone(t)
-	var out, errs bytes.Buffer
-	code := realMain([]string{"-zk", addr, "demo", "-workers", "3", "-rounds", "2", "-hold", "0s", "-path", lockPath(t)}, &out, &errs)
-	if code != 0 || !strings.Contains(out.String(), "FIFO: yes") {
-		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, &out, &errs)
-	}
-}
-
 func TestBadInput(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -517,6 +489,9 @@ func TestBadInput(t *testing.T) {
 		{[]string{"leader", "/zookeeper/x"}, "reserved"},
 		{[]string{"leader", "-timeout", "1s", "/a"}, "flag provided but not defined"},
 		{[]string{"demo", "-workers", "0"}, "-workers must be at least 1"},
+		{[]string{"demo", "-consumers", "0"}, "-consumers must be at least 1"},
+		{[]string{"demo", "-hold", "-1s"}, "-hold must not be negative"},
+		{[]string{"demo", "-path", "/a/"}, "must not end with '/'"},
 		{[]string{"demo", "extra"}, `unexpected argument "extra"`},
 		{[]string{"-json", "run", "/a", "--", "true"}, "-json: run prints no listing"},
 		{[]string{"lead", "-json", "/a", "--", "true"}, "-json: lead prints no listing"},
