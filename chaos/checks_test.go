@@ -145,11 +145,21 @@ func TestElectionChecks(t *testing.T) {
 	if vs := CheckTerms(ls); len(vs) != 1 {
 		t.Fatalf("two leaders of one term not reported: %v", vs)
 	}
-	if n, vs := CheckObservers(evs); n != 4 || len(vs) != 1 {
+	n, vs := CheckObservers(evs)
+	if n != 4 || len(vs) != 1 {
 		t.Fatalf("observer going back: %d %v", n, vs)
 	}
-	if got := LastObserved(evs, map[int]int{2: 0}); got[2] != "/e/z" {
+	if vs[0].Told != nil {
+		t.Fatalf("a report that does not say its server: told %+v", vs[0].Told)
+	}
+	if got := LastObserved(evs, map[int]int{2: 0}); got[2].ID != "/e/z" {
 		t.Fatalf("last observed %v", got)
+	}
+
+	// A report that says which server told it carries it to the violation.
+	evs[4].Srv = "127.0.0.1:1"
+	if _, vs := CheckObservers(evs); len(vs) != 1 || vs[0].Told == nil || *vs[0].Told != (Told{Server: "127.0.0.1:1", Node: "/e/a", T: 5}) {
+		t.Fatalf("told: %v", vs)
 	}
 }
 

@@ -59,9 +59,14 @@
 //   - ensemble: once the run is over, every server is read alone (a session
 //     with that server only, after a sync) and the servers' trees under the
 //     run's root are compared node by node: children, czxid, mzxid, pzxid,
-//     version, cversion, ephemeralOwner. A disagreement is reported as the
-//     ensemble's, naming the servers, paths and fields that differ; the
-//     recipes' violations of the same run may follow from it.
+//     version, cversion, ephemeralOwner; so are each server's node count
+//     and ephemeral nodes, which see nodes no walk from the root reaches
+//     (one left under a parent the others deleted). Each server's log is
+//     read for its own digest check's verdict ([Divergence]). A
+//     disagreement is reported as the ensemble's, naming the servers, paths
+//     and fields that differ; the recipes' violations of the same run may
+//     follow from it, and an observer's report given by a server shown to
+//     have diverged is classed as the ensemble's ([Ensemble.Explain]).
 //
 // A violation names the fault it happened during (or after). A failed run
 // keeps the servers' logs and data directories in its output directory

@@ -13,7 +13,7 @@ func CheckTerms(leases []*Lease) []Violation {
 	var out []Violation
 	for _, l := range leases {
 		if o, ok := owner[l.Tok]; ok && (o.P != l.P || o.Inc != l.Inc || o.Sid != l.Sid) {
-			out = append(out, Violation{"one leader per term", fmt.Sprintf("term %d led by client %d.%d (session 0x%x) and by client %d.%d (session 0x%x)", l.Tok, o.P, o.Inc, o.Sid, l.P, l.Inc, l.Sid), l.Start})
+			out = append(out, Violation{Rule: "one leader per term", Detail: fmt.Sprintf("term %d led by client %d.%d (session 0x%x) and by client %d.%d (session 0x%x)", l.Tok, o.P, o.Inc, o.Sid, l.P, l.Inc, l.Sid), At: l.Start})
 			continue
 		}
 		owner[l.Tok] = l
@@ -40,22 +40,31 @@ func CheckObservers(events []record.Event) (reports int, vs []Violation) {
 		}
 		k := key{e.P, e.Inc, e.Sid}
 		if prev, ok := last[k]; ok && e.Tok < prev {
-			vs = append(vs, Violation{"observers never go back", fmt.Sprintf("client %d.%d (session 0x%x) was told of term %d after term %d", e.P, e.Inc, e.Sid, e.Tok, prev), e.T})
+			vs = append(vs, Violation{Rule: "observers never go back", Detail: fmt.Sprintf("client %d.%d (session 0x%x) was told of term %d (%s) after term %d", e.P, e.Inc, e.Sid, e.Tok, e.ID, prev),
+				At: e.T, Told: told(e)})
 		}
 		last[k] = max(last[k], e.Tok)
 	}
 	return reports, vs
 }
 
-// LastObserved returns, for each live slot's current incarnation, the
-// leader node its observer reported last ("" for none), and whether it
-// reported anything.
-func LastObserved(events []record.Event, live map[int]int) map[int]string {
-	out := map[int]string{}
+// LastObserved returns, for each live slot's current incarnation, the last
+// report its observer made (ID "" for no leader), if it made any.
+func LastObserved(events []record.Event, live map[int]int) map[int]record.Event {
+	out := map[int]record.Event{}
 	for _, e := range Ordered(events) {
 		if e.W == record.Observe && e.K == record.Obs && live[e.P] == e.Inc {
-			out[e.P] = e.ID
+			out[e.P] = e
 		}
 	}
 	return out
+}
+
+// told is who told an observer what, as far as its client knew (older
+// records do not say which server: nil).
+func told(e record.Event) *Told {
+	if e.Srv == "" {
+		return nil
+	}
+	return &Told{Server: e.Srv, Node: e.ID, T: e.T}
 }

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func TestCompareEnsembleNamesDifferences(t *testing.T) {
 	}
 	// Two fresh servers that applied the same creates hold the same tree,
 	// zxids included.
-	if !agree.Agree || agree.Nodes[0] != 3 || agree.Nodes[1] != 3 {
+	if !agree.Agree || agree.Nodes[0] != 3 || agree.Nodes[1] != 3 || agree.Counts[0] < 3 || agree.Counts[0] != agree.Counts[1] {
 		t.Fatalf("identical trees: %+v", agree)
 	}
 
@@ -41,6 +42,11 @@ func TestCompareEnsembleNamesDifferences(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := connB.Create(root+"/election", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	// An ephemeral node outside the root, which no walk from it reaches:
+	// what a server keeps of a node left under a parent the others deleted.
+	if _, err := connB.Create("/stray", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
 	r := CompareEnsemble([]string{a.Addr(), b.Addr()}, root, 1500*time.Millisecond)
@@ -52,6 +58,8 @@ func TestCompareEnsembleNamesDifferences(t *testing.T) {
 		root + "/election: server 0: missing; server 1: czxid",
 		root + "/mutex/n_0000000001: server 0: czxid",
 		"version 0", "version 1",
+		fmt.Sprintf("/stray (ephemeral, reached by no walk from the root): server 1: ephemeralOwner 0x%x; server 0: missing", connB.SessionID()),
+		fmt.Sprintf("node count of the whole tree (srvr): server 0: %d; server 1: %d", agree.Counts[0], agree.Counts[0]+2),
 	} {
 		if !strings.Contains(diffs, want) {
 			t.Errorf("differences do not say %q:\n%s", want, diffs)
@@ -60,5 +68,8 @@ func TestCompareEnsembleNamesDifferences(t *testing.T) {
 	vs := r.Violations()
 	if len(vs) != 1 || vs[0].Rule != "ensemble: servers agree" {
 		t.Errorf("violations: %v", vs)
+	}
+	if len(r.Strays) != 1 || r.Strays[0].Path != "/stray" || r.Strays[0].Session != connB.SessionID() {
+		t.Errorf("strays: %+v", r.Strays)
 	}
 }

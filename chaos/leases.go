@@ -253,6 +253,9 @@ type Violation struct {
 	Rule   string
 	Detail string
 	At     int64 `json:",omitempty"` // when it happened, on the shared clock (0: not one moment)
+	// Told is set when the violation is a report a server gave a client
+	// (an observer's): which server, of what, when.
+	Told *Told `json:",omitempty"`
 }
 
 func (v Violation) String() string { return v.Rule + ": " + v.Detail }
@@ -274,7 +277,7 @@ func CheckExclusion(leases []*Lease, n int, rule string) []Violation {
 			for _, a := range active {
 				until = min(until, a.End)
 			}
-			out = append(out, Violation{rule, fmt.Sprintf("%d holders at once for %.1fms, at most %d allowed: %s", len(active), float64(until-l.Start)/1e6, n, describe(active, l.Start)), l.Start})
+			out = append(out, Violation{Rule: rule, Detail: fmt.Sprintf("%d holders at once for %.1fms, at most %d allowed: %s", len(active), float64(until-l.Start)/1e6, n, describe(active, l.Start)), At: l.Start})
 		}
 	}
 	return out
@@ -305,7 +308,7 @@ func CheckTokenOrder(leases []*Lease, rule string) []Violation {
 			}
 		}
 		if top != nil && top.Tok >= b.Tok && top != b {
-			out = append(out, Violation{rule, fmt.Sprintf("token %d granted after token %d had ended: %s", b.Tok, top.Tok, describe([]*Lease{top, b}, b.Start)), b.Start})
+			out = append(out, Violation{Rule: rule, Detail: fmt.Sprintf("token %d granted after token %d had ended: %s", b.Tok, top.Tok, describe([]*Lease{top, b}, b.Start)), At: b.Start})
 		}
 	}
 	return out

@@ -140,9 +140,9 @@ func CheckRegister(ops []porcupine.Operation, htmlPath string, timeout time.Dura
 	var vs []Violation
 	switch res {
 	case porcupine.Illegal:
-		vs = append(vs, Violation{"register linearizable", fmt.Sprintf("porcupine: history of %d operations is not linearizable: an accepted write overwrote a value its writer had not read (lost update); see %s", len(ops), htmlPath), 0})
+		vs = append(vs, Violation{Rule: "register linearizable", Detail: fmt.Sprintf("porcupine: history of %d operations is not linearizable: an accepted write overwrote a value its writer had not read (lost update); see %s", len(ops), htmlPath), At: 0})
 	case porcupine.Unknown:
-		vs = append(vs, Violation{"register linearizable", fmt.Sprintf("porcupine: no verdict within %v", timeout), 0})
+		vs = append(vs, Violation{Rule: "register linearizable", Detail: fmt.Sprintf("porcupine: no verdict within %v", timeout), At: 0})
 	}
 	return res, vs, err
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
@@ -158,6 +159,7 @@ func Run(t *testing.T, cfg Config) *Result {
 	if logs == "" {
 		logs = t.TempDir()
 	}
+	clk := NewClock() // the servers log the time of day: this ties it to the records' clock
 	cluster := zktest.StartLinkedCluster(t, cfg.Servers)
 	servers := cluster.Addrs()
 	reg, err := StartRegister()
@@ -244,7 +246,7 @@ func Run(t *testing.T, cfg Config) *Result {
 		return queueProgress(events)
 	})
 	t.Logf("chaos: queue drained (%v)", time.Since(begin).Round(time.Second))
-	converged, settle := converge(t, admin, root, cs, func(live map[int]int) map[int]string {
+	converged, settle := converge(t, admin, root, cs, func(live map[int]int) map[int]record.Event {
 		mu.Lock()
 		defer mu.Unlock()
 		return LastObserved(events, live)
@@ -258,6 +260,13 @@ func Run(t *testing.T, cfg Config) *Result {
 	// The servers, each read alone: the killed clients' sessions expire
 	// meanwhile, so it reads again until they agree, for a while.
 	ens := CompareEnsemble(servers, root, 2*cfg.SessionTimeout+30*time.Second)
+	for i := range servers {
+		ds, err := ReadDivergences(cluster.LogFile(i), i, clk)
+		if err != nil {
+			t.Logf("chaos: server %d's log: %v", i, err)
+		}
+		ens.Diverged = append(ens.Diverged, ds...)
+	}
 	t.Logf("chaos: ensemble (%v): %s", time.Since(begin).Round(time.Second), ens.Summary())
 
 	mu.Lock()
@@ -354,8 +363,8 @@ func drain(t *testing.T, s *zkrecipes.Session, root string, progress func() (int
 // converge campaigns in the election with the harness's own session (the
 // clients have stopped campaigning) and waits (up to a minute) until every
 // client's observer reports the harness as leader. It returns how many
-// did.
-func converge(t *testing.T, s *zkrecipes.Session, root string, cs *Clients, last func(map[int]int) map[int]string) (string, []Violation) {
+// did, and a violation for each that did not, with its last report.
+func converge(t *testing.T, s *zkrecipes.Session, root string, cs *Clients, last func(map[int]int) map[int]record.Event) (string, []Violation) {
 	el, err := zklock.NewElection(s, root+"/election")
 	if err != nil {
 		t.Fatal(err)
@@ -377,11 +386,11 @@ func converge(t *testing.T, s *zkrecipes.Session, root string, cs *Clients, last
 			live[slot] = p.Inc()
 		}
 	}
-	count := func() (int, map[int]string) {
+	count := func() (int, map[int]record.Event) {
 		seen := last(live)
 		n := 0
 		for slot := range live {
-			if seen[slot] == l.Path() {
+			if e, ok := seen[slot]; ok && e.ID == l.Path() {
 				n++
 			}
 		}
@@ -396,10 +405,25 @@ func converge(t *testing.T, s *zkrecipes.Session, root string, cs *Clients, last
 	}
 	n, seen := count()
 	got := fmt.Sprintf("%d/%d", n, len(live))
-	if n == len(live) {
-		return got, nil
+	var vs []Violation
+	for _, slot := range slices.Sorted(maps.Keys(live)) {
+		e, ok := seen[slot]
+		if ok && e.ID == l.Path() {
+			continue
+		}
+		v := Violation{Rule: "observers converge", Detail: fmt.Sprintf("after a minute, %s observers report the latest leader %s (term %d); client %d.%d's last report: ", got, l.Path(), l.Token(), slot, live[slot])}
+		switch {
+		case !ok:
+			v.Detail += "none"
+		case e.ID == "":
+			v.Detail += "no leader"
+		default:
+			v.Detail += fmt.Sprintf("%s (term %d, session 0x%x)", e.ID, e.Tok, e.Sid)
+			v.Told = told(e)
+		}
+		vs = append(vs, v)
 	}
-	return got, []Violation{{Rule: "observers converge", Detail: fmt.Sprintf("after a minute, %s observers report the latest leader %s (term %d); last reports: %v", got, l.Path(), l.Token(), seen)}}
+	return got, vs
 }
 
 func waitFor(t *testing.T, what string, limit time.Duration, ok func() bool) {
@@ -534,13 +558,21 @@ func Check(h *History) *Result {
 	p("honesty:   %d lost leases whose Unlock did not return ErrLockLost, %d Acks that said ErrClaimLost but landed", len(findings), len(qf))
 	vs = append(vs, r.Findings...)
 
-	// The ensemble: a disagreement is the servers', not the recipes'.
+	// The ensemble: a disagreement is the servers', not the recipes'; so is
+	// a report that a server shown to have diverged gave.
 	ev := h.Ensemble.Violations()
 	if len(h.Ensemble.Servers) > 0 {
 		p("ensemble:  %s", h.Ensemble.Summary())
 	}
+	vs = h.Ensemble.Explain(vs)
 	if len(ev) > 0 && len(vs) > 0 {
-		p("           the servers disagree: the recipes' violations below may follow from that")
+		explained := 0
+		for _, v := range vs {
+			if strings.HasPrefix(v.Rule, "ensemble: ") {
+				explained++
+			}
+		}
+		p("           the servers disagree: the recipes' violations below may follow from that (%d were reports given by a server shown to have diverged)", explained)
 	}
 	vs = append(ev, vs...)
 

@@ -23,16 +23,17 @@
 // Items live in buckets of at most a fixed number of items; a bucket's
 // number and an item's sequence number within it make the item's id, and ids
 // sort in queue order. A producer puts into the newest bucket with a multi
-// that checks the bucket is not sealed; the producer whose item fills the
-// bucket seals it (sets its data), and the next put creates the next bucket
-// together with its first item, in one multi that also moves the queue's
-// high mark (the queue directory's data) up, conditional on the mark's
-// version: bucket numbers only grow, however stale a producer's idea of
-// them. So every item of a bucket was created before the next bucket
-// existed, and a consumer that takes the lowest unclaimed id never sees ids
-// go backwards except when an item comes back (Nack, a lost claim). Only the
-// buckets' directory and the oldest buckets are ever listed; a drained
-// bucket is deleted.
+// that checks the bucket is not sealed and that the queue's high mark (the
+// queue directory's data: the newest bucket's number) has not moved since
+// the producer saw that bucket as the newest; the producer whose item fills
+// the bucket seals it (sets its data), and the next put creates the next
+// bucket together with its first item, in one multi that also moves the
+// high mark up, conditional on the mark's version: bucket numbers only
+// grow, however stale a producer's idea of them. So every item of a bucket
+// was created before the next bucket existed, and a consumer that takes the
+// lowest unclaimed id never sees ids go backwards except when an item comes
+// back (Nack, a lost claim). Only the buckets' directory and the oldest
+// buckets are ever listed; a drained bucket is deleted.
 //
 // # Taking
 //

@@ -17,8 +17,11 @@ import (
 
 // sealMark is the data of a full bucket. A put checks that its bucket's data
 // version is still 0, so no item lands in a bucket once it is sealed, and
-// the next bucket is created only after its predecessor is sealed: every
-// item of bucket n is older than every item of bucket n+1.
+// that the high mark has not moved since it saw the bucket as the newest,
+// so none lands in a bucket once a newer one exists: every item of bucket n
+// is older than every item of bucket n+1. (A newer bucket can be made
+// before its predecessor is sealed: by a producer whose look at the queue
+// missed the predecessor, made between its two reads.)
 var sealMark = []byte("sealed")
 
 // tail is a producer's idea of the newest bucket, so that a put costs one
@@ -31,7 +34,8 @@ type tail struct {
 	// markVersion is the version of the queue directory's data, which
 	// holds hi, when hi was read: a new bucket is made only with a write
 	// of hi+1 conditional on it, so bucket numbers only ever grow, however
-	// stale a producer's idea.
+	// stale a producer's idea; and a put into bucket n checks it, so that
+	// no item lands in n once a newer bucket exists.
 	markVersion int32
 }
 
@@ -191,7 +195,9 @@ func (q *Queue) put(ctx context.Context, items [][]byte, key string, keyExists b
 		var ops []any
 		n := t.n
 		if t.known {
-			ops = append(ops, &zk.CheckVersionRequest{Path: q.bucketPath(n), Version: 0})
+			ops = append(ops,
+				&zk.CheckVersionRequest{Path: q.bucketPath(n), Version: 0},
+				&zk.CheckVersionRequest{Path: q.dir, Version: t.markVersion})
 		} else {
 			// A new bucket is born with its first items, so no consumer
 			// ever sees it empty and deletes it under the producer, and with
@@ -230,7 +236,11 @@ func (q *Queue) put(ctx context.Context, items [][]byte, key string, keyExists b
 				}
 				ids[j] = itemID(n, seq)
 			}
-			q.setTail(n, true)
+			if t.known {
+				q.setTail(n, true)
+			} else {
+				q.madeTail(n, t.markVersion)
+			}
 			q.s.Telemetry().Put(len(items))
 			if seq >= int64(q.bucketSize)-1 {
 				q.seal(ctx, n)
@@ -261,9 +271,10 @@ func (q *Queue) put(ctx context.Context, items [][]byte, key string, keyExists b
 		case t.known && i == 0 && errors.Is(err, zk.ErrBadVersion):
 			q.setTail(n, false) // sealed: go on in the next one
 		case t.known && i == 0 && errors.Is(err, zk.ErrNoNode),
+			t.known && i == 1,
 			!t.known && i == 0 && errors.Is(err, zk.ErrBadVersion):
 			// Drained and deleted by a consumer, or another producer made
-			// a newer bucket: learn the newest.
+			// a newer bucket (the high mark moved): learn the newest.
 			if err := q.refreshTail(ctx); err != nil {
 				return nil, err
 			}
@@ -325,6 +336,19 @@ func (q *Queue) keyed(ctx context.Context, key string) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// madeTail records bucket n, just made by moving the high mark up from
+// the version markVersion, as the one to put into; unless the tail was
+// looked at again meanwhile.
+func (q *Queue) madeTail(n int64, markVersion int32) {
+	q.tailMu.Lock()
+	defer q.tailMu.Unlock()
+	if q.tail.markVersion != markVersion {
+		return
+	}
+	q.tail.n, q.tail.known = n, true
+	q.tail.hi, q.tail.markVersion = n, markVersion+1
 }
 
 // setTail records bucket n as the one to put into (open) or as full.

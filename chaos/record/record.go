@@ -54,7 +54,9 @@ const (
 	Call = "call" // Op, F ("r" or "w"), Tok; for a write X (value read) and V (value written)
 	Ret  = "ret"  // Op, F, Rej, V (value read)
 
-	// An election observer's news (Observe): Tok (term), ID (leader's node, "" for none), Sid.
+	// An election observer's news (Observe): Tok (term), ID (leader's node, "" for none), Sid,
+	// Srv (the server its session was connected to just after: the one that told it, unless the
+	// session moved in between).
 	Obs = "obs"
 
 	// The queue (Queue).

@@ -386,7 +386,7 @@ func (c *client) observe(ctx context.Context) {
 			fail(err)
 		}
 		for l := range el.Observe(ctx) {
-			c.out.Emit(record.Event{W: record.Observe, K: record.Obs, Tok: l.Token, ID: l.Path, Sid: s.ID()})
+			c.out.Emit(record.Event{W: record.Observe, K: record.Obs, Tok: l.Token, ID: l.Path, Sid: s.ID(), Srv: server(s)})
 		}
 	})
 }
