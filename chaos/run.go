@@ -112,6 +112,19 @@ type Result struct {
 	Ensemble    Ensemble
 }
 
+// Recipes returns the violations that are the recipes' own: all but the
+// ensemble's ("ensemble: ..."), which are the servers' disagreement or
+// what a server shown to have diverged gave.
+func (r Result) Recipes() []Violation {
+	var out []Violation
+	for _, v := range r.Violations {
+		if !strings.HasPrefix(v.Rule, "ensemble: ") {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // History is everything a run recorded, which the checks judge: what the
 // clients did (Events, in events.jsonl), what the nemesis did, what the
 // register applied and what the servers held at the end. A run writes it
