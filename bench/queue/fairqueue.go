@@ -18,16 +18,18 @@ import (
 const opTimeout = 30 * time.Second
 
 // runFairqueue runs the loop with fairqueue in this process: one session
-// and one Queue per worker, through fairqueue's public API only.
-func runFairqueue(ctx context.Context, servers []string, path string, l Loop) ([]Report, error) {
-	qs, closeAll, err := openFairqueues(ctx, servers, path, l.Producers+l.Consumers)
+// and one Queue per worker, through fairqueue's public API only; claims
+// counts their claims.
+func runFairqueue(ctx context.Context, servers []string, path string, l Loop, claims *Claims) ([]Report, func() (int64, int64), error) {
+	qs, closeAll, err := openFairqueues(ctx, servers, path, l.Producers+l.Consumers, claims)
 	defer closeAll()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	payload := bytes.Repeat([]byte{'x'}, l.Payload)
 	reports := make([]Report, len(qs))
 	w := newWindow(time.Now(), l)
+	counted := claims.during(w)
 	var wg sync.WaitGroup
 	for i, q := range qs {
 		wg.Go(func() {
@@ -39,13 +41,12 @@ func runFairqueue(ctx context.Context, servers []string, path string, l Loop) ([
 		})
 	}
 	wg.Wait()
-	return reports, nil
+	return reports, counted, nil
 }
 
-// openFairqueues connects n sessions and opens the queue at path on each.
-// closeAll closes the sessions opened, also on error.
-func openFairqueues(ctx context.Context, servers []string, path string, n int) (qs []*fairqueue.Queue, closeAll func(), err error) {
-	var ss []*zkrecipes.Session
+// connectAll connects n sessions, through claims' dialer. closeAll closes
+// the sessions opened, also on error.
+func connectAll(ctx context.Context, servers []string, n int, claims *Claims) (ss []*zkrecipes.Session, closeAll func(), err error) {
 	closeAll = func() {
 		var wg sync.WaitGroup
 		for _, s := range ss {
@@ -54,11 +55,23 @@ func openFairqueues(ctx context.Context, servers []string, path string, n int) (
 		wg.Wait()
 	}
 	for range n {
-		s, err := zkrecipes.Connect(ctx, servers, zkrecipes.WithSessionTimeout(sessionTimeout))
+		s, err := zkrecipes.Connect(ctx, servers, zkrecipes.WithSessionTimeout(sessionTimeout), zkrecipes.WithDialer(claims.Dial))
 		if err != nil {
 			return nil, closeAll, err
 		}
 		ss = append(ss, s)
+	}
+	return ss, closeAll, nil
+}
+
+// openFairqueues connects n sessions and opens the queue at path on each.
+// closeAll closes the sessions opened, also on error.
+func openFairqueues(ctx context.Context, servers []string, path string, n int, claims *Claims) (qs []*fairqueue.Queue, closeAll func(), err error) {
+	ss, closeAll, err := connectAll(ctx, servers, n, claims)
+	if err != nil {
+		return nil, closeAll, err
+	}
+	for _, s := range ss {
 		q, err := fairqueue.New(s, path)
 		if err != nil {
 			return nil, closeAll, err

@@ -51,6 +51,20 @@ type Result struct {
 	PutsAll  int64
 	AckedAll int64
 	Take     []time.Duration // unsorted
+	// Claims: the claim writes were counted (in-process implementations,
+	// see Claims), ClaimsSent of them in the window, ClaimsFailed of which
+	// the server refused.
+	Claims                   bool
+	ClaimsSent, ClaimsFailed int64
+}
+
+// FailedPerItem is the claim writes refused per item consumed, in the
+// window.
+func (r Result) FailedPerItem() float64 {
+	if r.Acked == 0 {
+		return 0
+	}
+	return float64(r.ClaimsFailed) / float64(r.Acked)
 }
 
 // PerSec is the throughput: items consumed (acked) per second.
