@@ -122,7 +122,7 @@ func (q *Queue) Requeue(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	_, err = q.put(ctx, [][]byte{d.Data}, "", false, &zk.DeleteRequest{Path: p, Version: n.Stat.Version})
+	_, err = q.put(ctx, []putItem{{data: d.Data}}, false, &zk.DeleteRequest{Path: p, Version: n.Stat.Version})
 	switch {
 	case errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion):
 		return fmt.Errorf("fairqueue: requeue: %w: %s (requeued by another client?)", ErrNoDeadLetter, id)

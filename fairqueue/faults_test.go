@@ -226,54 +226,6 @@ func takeCase(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
 	requireHit(t, hit, "Take", f)
 }
 
-// backlogCase takes under the fault with items waiting, from the backlog
-// that the Take before it left: Take must get the oldest, b1 (with a ctx
-// fault it may give up, and the items stay deliverable), however the fault
-// cut its claim (a claim that did not land is sent again: going on to the
-// next item would leave b1 behind a newer one). Then the rest drain in
-// order, nothing lost, nothing twice.
-func backlogCase(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
-	q := fq(t, e.s, e.p, fairqueue.WithBacklogTTL(time.Minute))
-	o := fq(t, e.other, e.p)
-	var want []string
-	for i := range fairqueue.BacklogMin + 2 {
-		_, err := o.Put(ctx, fmt.Appendf(nil, "b%d", i))
-		require.NoError(t, err)
-		want = append(want, fmt.Sprintf("b%d", i))
-	}
-	j, err := q.Take(ctx) // the look that leaves the backlog
-	require.NoError(t, err)
-	require.Equal(t, want[0], string(j.Data()))
-	require.NoError(t, j.Ack(ctx))
-	want = want[1:]
-
-	fctx, cancel := f.arm(e, ctx)
-	defer cancel()
-	j, err = q.Take(fctx)
-	hit := f.done(e, 200*time.Millisecond)
-	if err != nil && f.byCtx() {
-		require.True(t, isCtxErr(err), "Take with a %v: %v", f, err)
-		// Each item once, whatever the abandoned Take left to clean up.
-		var got []string
-		for range want {
-			j := takeWithin(t, o, e.other, e.p, "an item, after a Take with a "+f.String())
-			got = append(got, string(j.Data()))
-			require.NoError(t, j.Ack(ctx))
-		}
-		require.ElementsMatch(t, want, got)
-	} else {
-		require.NoError(t, err, "Take with a %v", f)
-		requireKept(t, j, "taken with a "+f.String())
-		require.Equal(t, want[0], string(j.Data()), "the oldest item, with a %v", f)
-		settle(t, ctx, "Ack", j.Ack(ctx), j.Ack)
-		require.Equal(t, want[1:], drainAll(t, ctx, e), "the rest, in order")
-	}
-	require.Empty(t, drainAll(t, ctx, e), "an item came back")
-	requireClean(t, e, f.String())
-	usable(t, ctx, e, f.String())
-	requireHit(t, hit, "Take", f)
-}
-
 // warm uses the queue once (line/ and claims/ exist from then on).
 func warm(t *testing.T, ctx context.Context, e queueEnv) {
 	t.Helper()
@@ -335,14 +287,6 @@ var queueScenarios = []queueScenario{
 			require.NoError(t, err)
 			takeCase(t, ctx, e, f)
 		},
-	},
-	{
-		// A Take served from the backlog its look left (items waiting, no
-		// consumer in line): it reads the oldest items (getData) and claims
-		// the oldest never delivered with a multi; no listing.
-		name: "take-backlog",
-		ops:  []int32{zktest.OpGetData, zktest.OpMulti},
-		run:  backlogCase,
 	},
 	{
 		// Take waits on an empty queue used before; the fault hits while
@@ -511,105 +455,4 @@ func TestFaultCtxFairqueue(t *testing.T) {
 		}
 		return fs
 	})
-}
-
-// A Take whose claim of the oldest item loses the race goes on to the next
-// item its look showed, with the read it made before: that second claim is
-// a request of its own, tested here under both faults. The lost race is
-// made, not hoped for: the Dropper holds our claim of the first item back
-// while another consumer takes that item.
-func TestFaultLostRaceFairqueue(t *testing.T) {
-	cases := []struct {
-		name string
-		mode zktest.Mode // a drop on the second claim; 0: ctx ends
-		// For a ctx case: whether it ends while the second claim is held
-		// (in flight), or while the first is (the second never sent).
-		second bool
-	}{
-		{"AfterWrite on the second claim", zktest.AfterWrite, true},
-		{"LoseReply on the second claim", zktest.LoseReply, true},
-		{"ctx ending during the second claim", 0, true},
-		{"ctx ending before the second claim", 0, false},
-	}
-	srv := setup(t)
-	d := &zktest.Dropper{}
-	s := d.Connect(t, srv.Addrs())
-	other := connect(t, srv.Addrs())
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Cleanup(func() { d.Disarm() })
-			e := queueEnv{d: d, s: s, other: other, p: queuePath(t, srv.Addrs())}
-			ctx := bg(t, 60*time.Second)
-			warm(t, ctx, e) // claims/ exists: the claims are one multi each
-			qo := fq(t, other, e.p)
-			id1, err := qo.Put(ctx, []byte("1"))
-			require.NoError(t, err)
-			id2, err := qo.Put(ctx, []byte("2"))
-			require.NoError(t, err)
-
-			never := zktest.Match{Op: zktest.OpMulti, Path: "/no such path"}
-			const hold = 300 * time.Millisecond
-			d.HoldFor(zktest.Match{Op: zktest.OpMulti, Path: e.p + "/claims/" + id1}, never, hold)
-			second := zktest.Match{Op: zktest.OpMulti, Path: e.p + "/claims/" + id2}
-			if tc.mode != 0 {
-				d.Arm(second, tc.mode)
-			} else if tc.second {
-				d.HoldFor(second, never, hold)
-			}
-			armed, base := d.Armed(), d.Fired()
-			tctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			type taken struct {
-				j   *fairqueue.Job
-				err error
-			}
-			res := make(chan taken, 1)
-			go func() {
-				j, err := fq(t, s, e.p).Take(tctx)
-				res <- taken{j, err}
-			}()
-
-			// Our claim of the first item is held: another consumer takes it.
-			require.Eventually(t, func() bool { return d.Armed() < armed }, 10*time.Second, time.Millisecond)
-			if tc.mode == 0 && !tc.second {
-				cancel()
-			}
-			j1, err := qo.TryTake(ctx)
-			require.NoError(t, err)
-			require.Equal(t, id1, j1.ID())
-			require.NoError(t, j1.Ack(ctx))
-			if tc.mode == 0 && tc.second {
-				// Our claim of the second item is in flight: the ctx ends.
-				require.Eventually(t, func() bool { return d.Armed() == 0 }, 10*time.Second, time.Millisecond)
-				cancel()
-			}
-
-			r := <-res
-			if tc.mode != 0 {
-				require.NoError(t, r.err, "Take with a %v on its second claim", tc.mode)
-				require.True(t, fired(d, base+1, 5*time.Second), "the %v did not fire", tc.mode)
-				require.Equal(t, id2, r.j.ID())
-				require.Equal(t, 1, r.j.Attempt())
-				requireKept(t, r.j, tc.name)
-				settle(t, ctx, "Ack", r.j.Ack(ctx), r.j.Ack)
-			} else {
-				require.True(t, isCtxErr(r.err), "Take with its ctx ended: %v", r.err)
-				// The item is not held by the consumer that gave up: the
-				// claim that landed after all is deleted, and the item is
-				// delivered again (the claim counted a delivery); a claim
-				// never sent counted none.
-				j2 := takeWithin(t, qo, other, e.p, "the second item, after "+tc.name)
-				require.Equal(t, id2, j2.ID())
-				want := 1
-				if tc.second {
-					want = 2
-				}
-				require.Equal(t, want, j2.Attempt())
-				require.NoError(t, j2.Ack(ctx))
-			}
-			require.Empty(t, drainAll(t, ctx, e), "an acked item came back")
-			requireClean(t, e, tc.name)
-			usable(t, ctx, e, tc.name)
-		})
-	}
 }

@@ -49,7 +49,7 @@ func newJob(q *Queue, id, item, claim, key string, data []byte, version int32) *
 // claimFirstLook is how long after a claim its owner first watches it
 // (owner.Config.FirstLook): the loss of the session is seen at once all the
 // same; only a stranger's delete of the claim is seen this much later.
-const claimFirstLook = 5 * time.Millisecond
+const claimFirstLook = 100 * time.Millisecond
 
 // ID is the item's id, "<bucket>-<sequence>". Ids sort in queue order and
 // stay the same across redeliveries.
@@ -76,12 +76,100 @@ func (j *Job) Done() <-chan struct{} { return j.o.Lost() }
 // wrapping ErrOutcomeUnknown alone (the item is either gone or delivered
 // again; which, only the queue can tell). Ack after Ack returns nil; Ack
 // after Nack or NackAfter, an error wrapping ErrSettled.
+//
+// Concurrent Acks of one Queue share multis (see Put), each failing alone.
 func (j *Job) Ack(ctx context.Context) error {
+	_, err := j.ack(ctx, "")
+	return err
+}
+
+// ack acks the job; with a prefix, its multi also puts a node of ours at
+// the end of the consumers' line (Work's handler joins it again at no cost
+// of its own), whose path it returns: "" when it is not known (an ack sent
+// again after a lost reply), or was not made.
+func (j *Job) ack(ctx context.Context, prefix string) (string, error) {
 	ops := []any{&zk.DeleteRequest{Path: j.item, Version: j.version}, &zk.DeleteRequest{Path: j.claim, Version: -1}}
 	if j.key != "" {
 		ops = append(ops, &zk.DeleteRequest{Path: j.q.keys + "/" + j.key, Version: -1})
 	}
-	return j.settle(ctx, "ack", j.q.s.Telemetry().Acked, func(conn *zk.Conn) error { return gone(znode.MultiErr(conn.Multi(ops...))) })
+	if prefix != "" {
+		ops = append(ops, &zk.CreateRequest{Path: j.q.line + "/" + prefix, Data: []byte{}, Acl: j.q.acl, Flags: zk.FlagEphemeralSequential})
+	}
+	var joined string
+	err := j.settle(ctx, "ack", j.q.s.Telemetry().Acked, func(*zk.Conn) error {
+		for range maxDirTries {
+			r, _, _ := j.q.acks.run(context.Background(), ops)
+			switch {
+			case r.err == nil && prefix != "":
+				joined = r.res[len(ops)-1].String
+			case prefix != "" && r.i == len(ops)-1:
+				// line/ was reaped (a container): make it, and ack again.
+				if err := znode.EnsureDir(context.Background(), j.q.s, j.q.line, j.q.acl); err != nil {
+					return err
+				}
+				continue
+			}
+			return gone(r.i, r.err)
+		}
+		return fmt.Errorf("ack %s: %s keeps vanishing", j.id, j.q.line)
+	})
+	return joined, err
+}
+
+// ackResult is the outcome of one Ack's ops in a shared multi.
+type ackResult struct {
+	res []zk.MultiResponse
+	opResult
+}
+
+// takeAcks says how many of the pending Acks go in one multi.
+func takeAcks(pending [][]any) int {
+	ops := 0
+	for i, p := range pending {
+		if ops += len(p); ops > 4*maxHandOut {
+			return i
+		}
+	}
+	return len(pending)
+}
+
+// ackBatch sends the ops of a batch of Acks in one multi, and again without
+// those of an Ack that failed alone (its claim was lost); a failure of the
+// whole (the connection, the session) is every Ack's.
+func (q *Queue) ackBatch(batch [][]any) []ackResult {
+	out := make([]ackResult, len(batch))
+	left := make([]int, len(batch))
+	for i := range left {
+		left[i] = i
+	}
+	for len(left) > 0 {
+		var ops []any
+		start := make([]int, len(left))
+		for k, i := range left {
+			start[k] = len(ops)
+			ops = append(ops, batch[i]...)
+		}
+		res, err := q.s.Conn().Multi(ops...)
+		failed, err := znode.MultiErr(res, err)
+		if failed < 0 || len(left) == 1 {
+			for k, i := range left {
+				out[i].opResult = opResult{failed, err}
+				if err == nil {
+					out[i].res = res[start[k] : start[k]+len(batch[i])]
+				} else if failed >= 0 {
+					out[i].i -= start[k]
+				}
+			}
+			return out
+		}
+		k := len(start) - 1
+		for start[k] > failed {
+			k--
+		}
+		out[left[k]].opResult = opResult{failed - start[k], err}
+		left = append(left[:k], left[k+1:]...)
+	}
+	return out
 }
 
 // Nack gives the item back: it stays at its original place in line, ahead
@@ -96,15 +184,11 @@ func (j *Job) Nack(ctx context.Context) error {
 	}
 	// The version check fences: if the claim was lost and the item claimed
 	// again, its version moved on and we must not delete the new claim.
-	err := j.settle(ctx, "nack", j.q.s.Telemetry().Nacked, func(conn *zk.Conn) error {
+	return j.settle(ctx, "nack", j.q.s.Telemetry().Nacked, func(conn *zk.Conn) error {
 		return gone(znode.MultiErr(conn.Multi(
 			&zk.CheckVersionRequest{Path: j.item, Version: j.version},
 			&zk.DeleteRequest{Path: j.claim, Version: -1})))
 	})
-	// The item is back, ahead of the newer items of this Queue's backlog:
-	// the next Take looks.
-	j.q.backlog.clear()
-	return err
 }
 
 // NackAfter gives the item back, as Nack does, but keeps it from every
