@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/internal/owner"
+	"github.com/zkrecipes/zkrecipes/internal/session"
 	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
@@ -79,83 +83,85 @@ func (j *Job) Done() <-chan struct{} { return j.o.Lost() }
 //
 // Concurrent Acks of one Queue share multis (see Put), each failing alone.
 func (j *Job) Ack(ctx context.Context) error {
-	_, err := j.ack(ctx, "")
+	_, err := j.ack(ctx, nil)
 	return err
 }
 
-// ack acks the job; with a prefix, its multi also puts a node of ours at
-// the end of the consumers' line (Work's handler joins it again at no cost
-// of its own), whose path it returns: "" when it is not known (an ack sent
-// again after a lost reply), or was not made.
-func (j *Job) ack(ctx context.Context, prefix string) (string, error) {
+// ack acks the job; with join, the create of a node of Work's in line goes
+// in the same batch, on the first try only (a try sent again after a lost
+// reply leaves it out), and ack returns its outcome: nil when it was sent
+// on a try whose reply was lost (the caller looks for the node).
+func (j *Job) ack(ctx context.Context, join *ackReq) (*ackResult, error) {
 	ops := []any{&zk.DeleteRequest{Path: j.item, Version: j.version}, &zk.DeleteRequest{Path: j.claim, Version: -1}}
 	if j.key != "" {
 		ops = append(ops, &zk.DeleteRequest{Path: j.q.keys + "/" + j.key, Version: -1})
 	}
-	if prefix != "" {
-		ops = append(ops, &zk.CreateRequest{Path: j.q.line + "/" + prefix, Data: []byte{}, Acl: j.q.acl, Flags: zk.FlagEphemeralSequential})
-	}
-	var joined string
+	var joined *ackResult
 	err := j.settle(ctx, "ack", j.q.s.Telemetry().Acked, func(*zk.Conn) error {
-		for range maxDirTries {
-			r, _, _ := j.q.acks.run(context.Background(), ops)
-			switch {
-			case r.err == nil && prefix != "":
-				joined = r.res[len(ops)-1].String
-			case prefix != "" && r.i == len(ops)-1:
-				// line/ was reaped (a container): make it, and ack again.
-				if err := znode.EnsureDir(context.Background(), j.q.s, j.q.line, j.q.acl); err != nil {
-					return err
-				}
-				continue
-			}
-			return gone(r.i, r.err)
+		reqs := []ackReq{{build: func() []any { return ops }}}
+		if join != nil {
+			reqs, join = append(reqs, *join), nil
 		}
-		return fmt.Errorf("ack %s: %s keeps vanishing", j.id, j.q.line)
+		rs, _, _ := j.q.acks.run(context.Background(), reqs...)
+		if len(rs) > 1 && !session.IsConnErr(rs[1].err) {
+			joined = &rs[1]
+		}
+		return gone(rs[0].i, rs[0].err)
 	})
 	return joined, err
 }
 
-// ackResult is the outcome of one Ack's ops in a shared multi.
+// ackReq is a request to the acks' group: an Ack's ops, or the create of a
+// node of Work's in line (join), whose ops are made as its batch is.
+type ackReq struct {
+	build func() []any
+	join  bool
+}
+
+// ackResult is the outcome of one request's ops in a shared multi; with a
+// node of Work's joining the line, the line's listing taken right behind
+// the multi, if it holds the node.
 type ackResult struct {
-	res []zk.MultiResponse
+	res     []zk.MultiResponse
+	listing []string
 	opResult
 }
 
 // takeAcks says how many of the pending Acks go in one multi.
-func takeAcks(pending [][]any) int {
-	ops := 0
-	for i, p := range pending {
-		if ops += len(p); ops > 4*maxHandOut {
-			return i
-		}
-	}
-	return len(pending)
+func takeAcks(pending []ackReq) int { return min(len(pending), 2*maxHandOut) }
+
+// lingerAcks: a batch that puts a node of Work's in line waits a moment for
+// the acks of the handlers that finish with the one that asked for it: the
+// node then wants them too.
+func lingerAcks(pending []ackReq) bool {
+	return slices.ContainsFunc(pending, func(r ackReq) bool { return r.join })
 }
 
-// ackBatch sends the ops of a batch of Acks in one multi, and again without
-// those of an Ack that failed alone (its claim was lost); a failure of the
-// whole (the connection, the session) is every Ack's.
-func (q *Queue) ackBatch(batch [][]any) []ackResult {
+// ackBatch sends the ops of a batch of requests (Acks, and Work's joins,
+// whose ops are made now: see worker.join) in one multi, and again without
+// those of a request that failed alone (an Ack whose claim was lost); a
+// failure of the whole (the connection, the session) is every request's.
+func (q *Queue) ackBatch(batch []ackReq) []ackResult {
 	out := make([]ackResult, len(batch))
+	ops := make([][]any, len(batch))
 	left := make([]int, len(batch))
-	for i := range left {
-		left[i] = i
+	for i, r := range batch {
+		ops[i], left[i] = r.build(), i
 	}
 	for len(left) > 0 {
-		var ops []any
+		var all []any
 		start := make([]int, len(left))
 		for k, i := range left {
-			start[k] = len(ops)
-			ops = append(ops, batch[i]...)
+			start[k] = len(all)
+			all = append(all, ops[i]...)
 		}
-		res, err := q.s.Conn().Multi(ops...)
+		res, listing, err := q.multiListed(all)
 		failed, err := znode.MultiErr(res, err)
 		if failed < 0 || len(left) == 1 {
 			for k, i := range left {
 				out[i].opResult = opResult{failed, err}
 				if err == nil {
-					out[i].res = res[start[k] : start[k]+len(batch[i])]
+					out[i].res, out[i].listing = res[start[k]:start[k]+len(ops[i])], listing
 				} else if failed >= 0 {
 					out[i].i -= start[k]
 				}
@@ -170,6 +176,38 @@ func (q *Queue) ackBatch(batch [][]any) []ackResult {
 		left = append(left[:k], left[k+1:]...)
 	}
 	return out
+}
+
+// multiListed sends a multi and, when it puts a node in line/, a listing of
+// line/ right behind it: a session's requests are answered in the order
+// sent, so the listing sees the node, and the new waiter needs no round
+// trip of its own to learn who is ahead of it. Which of the two is sent
+// first is likely, not certain: the waiter keeps the listing only if it
+// holds its node.
+func (q *Queue) multiListed(ops []any) ([]zk.MultiResponse, []string, error) {
+	joins := false
+	for _, op := range ops {
+		if c, ok := op.(*zk.CreateRequest); ok && strings.HasPrefix(c.Path, q.line+"/") {
+			joins = true
+		}
+	}
+	if !joins {
+		res, err := q.s.Conn().Multi(ops...)
+		return res, nil, err
+	}
+	type multi struct {
+		res []zk.MultiResponse
+		err error
+	}
+	sent := make(chan multi, 1)
+	go func() {
+		res, err := q.s.Conn().Multi(ops...)
+		sent <- multi{res, err}
+	}()
+	runtime.Gosched() // let the multi be queued first
+	names, _, _ := q.s.Conn().Children(q.line)
+	m := <-sent
+	return m.res, names, m.err
 }
 
 // Nack gives the item back: it stays at its original place in line, ahead

@@ -123,7 +123,11 @@ func (q *Queue) Put(ctx context.Context, data []byte, opts ...PutOption) (string
 // multi (see group). An item that fails alone (its key is taken, by an item
 // put before) is put on its own: its Put finds the item with that key.
 func (q *Queue) putOne(ctx context.Context, it putItem) (string, error) {
-	r, sent, err := q.puts.run(ctx, it)
+	rs, sent, err := q.puts.run(ctx, it)
+	var r putResult
+	if err == nil {
+		r = rs[0]
+	}
 	switch {
 	case err != nil && sent:
 		return "", fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)

@@ -55,7 +55,7 @@ type Queue struct {
 
 	// puts and acks send concurrent Puts, and Acks, in shared multis.
 	puts *group[putItem, putResult]
-	acks *group[[]any, ackResult]
+	acks *group[ackReq, ackResult]
 }
 
 // New returns the queue at path. It writes nothing: nodes are created by
@@ -88,7 +88,7 @@ func New(s *zkrecipes.Session, path string, opts ...Option) (*Queue, error) {
 		held: path + "/held", delayed: path + "/delayed", keys: path + "/keys",
 	}
 	q.puts = &group[putItem, putResult]{do: q.putBatch, take: takePuts}
-	q.acks = &group[[]any, ackResult]{do: q.ackBatch, take: takeAcks}
+	q.acks = &group[ackReq, ackResult]{do: q.ackBatch, take: takeAcks, linger: lingerAcks}
 	return q, nil
 }
 

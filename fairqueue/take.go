@@ -49,7 +49,7 @@ func (q *Queue) take(ctx context.Context, w *waiter, want int) ([]*Job, error) {
 			return nil, err
 		}
 	case w.ahead == nil:
-		err = w.relist(ctx) // a node made in another multi (Work's ack)
+		err = w.relist(ctx) // a node made in another multi (Work's), not listed with it
 	}
 	var js []*Job
 	if err == nil {
@@ -98,9 +98,10 @@ const (
 	second              // the consumer behind the head: it takes over a frozen one
 )
 
-// take waits in line until items are ours.
+// take waits in line until items are ours. Our node is new: with no node
+// ahead of it, we are the head, and need not read it.
 func (w *waiter) take(ctx context.Context) ([]*Job, error) {
-	r, err := w.stand(ctx, true)
+	r, err := w.stand(ctx, len(w.ahead) > 0)
 	for err == nil {
 		var js []*Job
 		var wk wake
@@ -141,8 +142,8 @@ func (w *waiter) next(ctx context.Context, was role, wk wake) (role, error) {
 	switch {
 	case wk.src == firedOwn && wk.typ == zk.EventNodeDataChanged:
 		return w.readOwn(ctx)
-	case wk.src == firedPrev && wk.idx == 0 && wk.typ == zk.EventNodeDataChanged:
-		return head, nil
+	case wk.src == firedPrev && wk.idx == 0 && wk.typ == zk.EventNodeDataChanged && w.ownEv != nil:
+		return head, nil // our node's watch stands, and did not fire first
 	case wk.src == firedPrev && wk.typ == zk.EventNodeDataChanged && was == waiting:
 		return second, nil
 	case was == head && (wk.src == firedItems || wk.src == firedTimer):
@@ -185,6 +186,9 @@ func (w *waiter) place(own *znode.Watch) (role, error) {
 // one before that is not.
 func (w *waiter) stand(ctx context.Context, withOwn bool) (role, error) {
 	w.gen = w.q.s.NextReconnect()
+	if len(w.ahead) == 0 && !withOwn {
+		return head, nil
+	}
 	for relisted := false; ; relisted = true {
 		var paths []string
 		if withOwn {

@@ -8,8 +8,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/internal/line"
+	"github.com/zkrecipes/zkrecipes/internal/session"
 )
 
 // Handler does one job. It returns nil when the job is done, and Work acks
@@ -41,11 +44,12 @@ func WithHandlers(n int) WorkOption {
 
 // WithBackoff sets how long a job whose handler failed is held back before
 // it is delivered again: first after its first delivery, doubling with
-// each delivery, up to last (0 < first <= last). Default: 1s, up to 5m.
+// each delivery, up to last (0 <= first <= last; first 0: given back at
+// once, with Nack). Default: 1s, up to 5m.
 func WithBackoff(first, last time.Duration) WorkOption {
 	return func(o *workOptions) {
-		if first <= 0 || last < first {
-			o.errs = append(o.errs, fmt.Errorf("%w: back-off %v up to %v: want 0 < first <= last", zkrecipes.ErrInvalidArgument, first, last))
+		if first < 0 || last < first {
+			o.errs = append(o.errs, fmt.Errorf("%w: back-off %v up to %v: want 0 <= first <= last", zkrecipes.ErrInvalidArgument, first, last))
 			return
 		}
 		o.backoff = [2]time.Duration{first, last}
@@ -58,14 +62,14 @@ func WithBackoff(first, last time.Duration) WorkOption {
 //
 // Work stands in the consumers' line as one consumer that wants as many
 // jobs as it has handlers free: served, it claims them all in one multi
-// (or, at the head of the line, in the hand-out's own). A job whose
-// handler returns nil is acked; when that handler is the first to be free
-// while no node of Work's stands in line, its ack puts one there in the
-// same multi. A handler's error, or panic (recovered, and logged with its
+// (or, at the head of the line, in the hand-out's own). It joins the line
+// in the multi of the acks sent at that moment (see Put): handlers that
+// finish together are acked together, and stand in line again, all in one
+// write. A handler's error, or panic (recovered, and logged with its
 // stack), gives the job back with NackAfter, held for the back-off
 // (WithBackoff); a job delivered WithMaxAttempts times goes to the dead
 // letters instead. A job whose handler is still running when ctx ends is
-// given back at once. Concurrent acks share multis (see Put).
+// given back at once.
 func (q *Queue) Work(ctx context.Context, h Handler, opts ...WorkOption) error {
 	o := workOptions{handlers: 1, backoff: [2]time.Duration{time.Second, 5 * time.Minute}}
 	for _, opt := range opts {
@@ -77,8 +81,8 @@ func (q *Queue) Work(ctx context.Context, h Handler, opts ...WorkOption) error {
 	if h == nil {
 		return fmt.Errorf("fairqueue: work: %w: nil handler", zkrecipes.ErrInvalidArgument)
 	}
-	wk := &worker{q: q, idle: o.handlers, wake: make(chan struct{}, 1), nodes: make(chan *waiter, o.handlers)}
-	jobs := make(chan *Job)
+	wk := &worker{q: q, idle: o.handlers, freed: make(chan struct{}, 1), nodes: make(chan *waiter, 1)}
+	jobs := make(chan *Job, o.handlers)
 	var wg sync.WaitGroup
 	for range o.handlers {
 		wg.Go(func() {
@@ -90,11 +94,12 @@ func (q *Queue) Work(ctx context.Context, h Handler, opts ...WorkOption) error {
 	wk.loop(ctx, jobs)
 	close(jobs)
 	wg.Wait()
-	close(wk.nodes)
-	for w := range wk.nodes {
+	select {
+	case w := <-wk.nodes:
 		if w != nil {
-			w.leave() // made by an ack as ctx ended
+			w.leave() // put in line by an ack as ctx ended
 		}
+	default:
 	}
 	if err := q.s.Err(); err != nil {
 		return fmt.Errorf("fairqueue: work: %w", err)
@@ -103,122 +108,166 @@ func (q *Queue) Work(ctx context.Context, h Handler, opts ...WorkOption) error {
 }
 
 // worker is Work's state: how many handlers are free, and whether a node of
-// ours stands in line for them (or is being made by an ack).
+// ours stands in line for them, or is on its way (standing).
 type worker struct {
 	q        *Queue
 	mu       sync.Mutex
 	idle     int
 	standing bool
-	wake     chan struct{} // idle went up
-	nodes    chan *waiter  // a node made by an ack (nil: none was)
+	freed    chan struct{} // idle went up
+	nodes    chan *waiter  // the node an ack put in line (nil: none)
 }
 
 // loop stands in line for the free handlers and hands them the jobs, until
 // ctx ends or the session is over.
 func (wk *worker) loop(ctx context.Context, jobs chan<- *Job) {
+	q := wk.q
 	for {
-		w, want, ok := wk.next(ctx)
-		if !ok {
-			return
-		}
-		js, err := wk.q.take(ctx, w, want)
+		var w *waiter
 		wk.mu.Lock()
-		wk.standing = false
-		wk.idle -= len(js)
+		idle, carried := wk.idle, wk.standing
+		wk.standing = idle > 0
 		wk.mu.Unlock()
 		switch {
-		case ctx.Err() != nil || wk.q.s.Err() != nil:
-			for _, j := range js {
-				wk.q.settled(j, "nack", j.Nack(context.WithoutCancel(ctx)))
+		case idle == 0:
+			select {
+			case <-wk.freed:
+			case <-ctx.Done():
+			case <-q.s.Done():
 			}
-			return
-		case err != nil:
-			wk.q.log.Warn("fairqueue: work: take failed; taking again", "err", err)
+			if ctx.Err() != nil || q.s.Err() != nil {
+				return
+			}
+			continue
+		case carried:
+			select { // a handler's ack is putting our node in line
+			case w = <-wk.nodes:
+			case <-ctx.Done():
+				return
+			}
+		default:
+			w = wk.join(ctx)
 		}
+		js, err := q.take(ctx, w, wk.free()) // a nil w: take joins
+		wk.mu.Lock()
+		wk.idle -= len(js)
+		wk.standing = false
+		wk.mu.Unlock()
 		for _, j := range js {
 			jobs <- j
 		}
-	}
-}
-
-// next waits until handlers are free, and returns the node an ack made for
-// them; or, when none is on its way, nil and how many are free: the loop
-// joins the line itself.
-func (wk *worker) next(ctx context.Context) (*waiter, int, bool) {
-	for {
-		wk.mu.Lock()
-		idle, making := wk.idle, wk.standing
-		if idle > 0 && !making {
-			wk.standing = true
-		}
-		wk.mu.Unlock()
-		wait := wk.wake
 		switch {
-		case ctx.Err() != nil || wk.q.s.Err() != nil:
-			return nil, 0, false
-		case idle > 0 && !making:
-			return nil, idle, true
-		case idle > 0:
-			select {
-			case w := <-wk.nodes:
-				if w != nil {
-					return w, wantOf(w.name), true
-				}
-				wk.mu.Lock()
-				wk.standing = false // the ack made none: join
-				wk.mu.Unlock()
-				continue
-			case <-ctx.Done():
-				return nil, 0, false
-			}
-		}
-		select {
-		case <-wait:
-		case <-ctx.Done():
-		case <-wk.q.s.Done():
+		case ctx.Err() != nil || q.s.Err() != nil:
+			return
+		case err != nil:
+			q.log.Warn("fairqueue: work: take failed; taking again", "err", err)
+			time.Sleep(q.grace())
 		}
 	}
 }
 
-// settle settles j after its handler returned herr, and frees the handler.
-// The ack of a handler that frees the first of the free handlers while no
-// node of ours stands in line puts one there, wanting as many jobs as
-// handlers are free, in the same multi.
+func (wk *worker) free() int {
+	wk.mu.Lock()
+	defer wk.mu.Unlock()
+	return wk.idle
+}
+
+// joinReq is the create of a node of ours in line, for the acks' group (see
+// ackReq): made as its batch is, it wants as many jobs as handlers are free
+// then (the handlers that finish together are acked together), and its
+// name starts with *prefix.
+func (wk *worker) joinReq(prefix *string) (ackReq, error) {
+	base, err := line.NewPrefix(&line.Spec{})
+	if err != nil {
+		return ackReq{}, err
+	}
+	return ackReq{join: true, build: func() []any {
+		*prefix = base + wk.q.lineSpec(wk.free()).Marker
+		return []any{&zk.CreateRequest{Path: wk.q.line + "/" + *prefix, Data: []byte{}, Acl: wk.q.acl, Flags: zk.FlagEphemeralSequential}}
+	}}, nil
+}
+
+// join puts a node of ours in line with the acks sent at that moment; nil
+// if it was not made (take then joins on its own).
+func (wk *worker) join(ctx context.Context) *waiter {
+	var prefix string
+	req, err := wk.joinReq(&prefix)
+	if err != nil {
+		return nil
+	}
+	rs, sent, err := wk.q.acks.run(ctx, req)
+	switch {
+	case err != nil && sent:
+		wk.q.s.Cleanup("abandoned join in "+wk.q.line, func() error { return wk.q.leavePrefixed(prefix) })
+		return nil
+	case err != nil:
+		return nil
+	}
+	return wk.joined(ctx, &rs[0], prefix)
+}
+
+// joined is our node from a join's outcome r; nil if none was made. With r
+// nil (its reply lost), it looks for the node by its prefix.
+func (wk *worker) joined(ctx context.Context, r *ackResult, prefix string) *waiter {
+	q := wk.q
+	switch {
+	case r != nil && r.err == nil:
+		w := q.newWaiter(r.res[0].String)
+		if w.setAhead(r.listing) != nil {
+			w.ahead = nil // the listing missed our node: list again
+		}
+		return w
+	case r != nil && !session.IsConnErr(r.err), prefix == "":
+		return nil // refused (line/ reaped), or never sent
+	}
+	p, found, err := line.Find(ctx, q.s, q.line, prefix)
+	if err != nil {
+		q.s.Cleanup("ambiguous join in "+q.line, func() error { return q.leavePrefixed(prefix) })
+		return nil
+	}
+	if !found {
+		return nil
+	}
+	return q.newWaiter(p)
+}
+
+// settle frees the handler of j, then settles j after its handler returned
+// herr. The first handler freed while no node of ours stands in line puts
+// one there with its ack, in the same multi; it frees itself first, so
+// that the node wants it too.
 func (wk *worker) settle(ctx context.Context, j *Job, herr error, backoff [2]time.Duration) {
 	q := wk.q
-	free := func(carry bool) int {
-		wk.mu.Lock()
-		defer wk.mu.Unlock()
-		wk.idle++
-		select {
-		case wk.wake <- struct{}{}:
-		default:
-		}
-		if !carry || wk.standing {
-			return 0
-		}
-		wk.standing = true
-		return wk.idle
+	wk.mu.Lock()
+	wk.idle++
+	carry := herr == nil && ctx.Err() == nil && !wk.standing
+	wk.standing = wk.standing || carry
+	wk.mu.Unlock()
+	select {
+	case wk.freed <- struct{}{}:
+	default:
 	}
 	bg := context.WithoutCancel(ctx)
 	switch {
-	case herr == nil && ctx.Err() == nil:
-		if want := free(true); want > 0 {
-			wk.nodes <- q.ackRejoin(bg, j, want)
-		} else {
+	case carry:
+		var prefix string
+		req, err := wk.joinReq(&prefix)
+		if err != nil {
 			q.settled(j, "ack", j.Ack(bg))
+			wk.nodes <- nil
+			return
 		}
-		return
+		r, err := j.ack(bg, &req)
+		q.settled(j, "ack", err)
+		wk.nodes <- wk.joined(bg, r, prefix)
 	case herr == nil:
 		q.settled(j, "ack", j.Ack(bg))
-	case ctx.Err() != nil:
+	case ctx.Err() != nil, backoff[0] == 0:
 		q.settled(j, "nack", j.Nack(bg))
 	default:
 		d := min(backoff[0]<<min(j.Attempt()-1, 30), backoff[1])
 		q.log.Info("fairqueue: work: handler failed; job given back", "id", j.ID(), "attempt", j.Attempt(), "backoff", d, "err", herr)
 		q.settled(j, "nack", j.NackAfter(bg, d))
 	}
-	free(false)
 }
 
 // run runs h on j with a ctx that ends with Work's or with j's claim, and
@@ -235,33 +284,6 @@ func run(ctx context.Context, h Handler, j *Job) (err error) {
 		}
 	}()
 	return h(hctx, j)
-}
-
-// ackRejoin acks j and, in the same multi, puts a node of ours wanting want
-// items at the end of the line, which it returns as our next place (nil if
-// none was made, or it cannot be found: the next take joins anew).
-func (q *Queue) ackRejoin(ctx context.Context, j *Job, want int) *waiter {
-	prefix, err := line.NewPrefix(q.lineSpec(want))
-	if err != nil {
-		q.settled(j, "ack", j.Ack(ctx))
-		return nil
-	}
-	p, err := j.ack(ctx, prefix)
-	q.settled(j, "ack", err)
-	if p == "" && err == nil {
-		// Acked by a try whose reply was lost: its node may be there.
-		var found bool
-		if p, found, err = line.Find(ctx, q.s, q.line, prefix); err != nil || !found {
-			if err != nil {
-				q.s.Cleanup("ambiguous join in "+q.line, func() error { return q.leavePrefixed(prefix) })
-			}
-			return nil
-		}
-	}
-	if p == "" {
-		return nil
-	}
-	return q.newWaiter(p)
 }
 
 // leavePrefixed deletes our node named with prefix, if there is one.
