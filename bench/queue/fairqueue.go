@@ -33,10 +33,14 @@ func runFairqueue(ctx context.Context, servers []string, path string, l Loop, cl
 	var wg sync.WaitGroup
 	for i, q := range qs {
 		wg.Go(func() {
-			if i < l.Producers {
-				reports[i] = produce(ctx, q, fmt.Sprintf("producer-%d", i), payload, w, nil, nil)
-			} else {
-				reports[i] = consume(ctx, q, fmt.Sprintf("consumer-%d", i-l.Producers), w, l.Work, nil)
+			name := fmt.Sprintf("consumer-%d", i-l.Producers)
+			switch {
+			case i < l.Producers:
+				reports[i] = produce(ctx, q, fmt.Sprintf("producer-%d", i), payload, l.Batch, w, nil, nil)
+			case l.Work1 || l.Handlers > 0:
+				reports[i] = work(ctx, q, name, w, l.Work, max(l.Handlers, 1), nil)
+			default:
+				reports[i] = consume(ctx, q, name, w, l.Work, nil)
 			}
 		})
 	}
@@ -81,30 +85,70 @@ func openFairqueues(ctx context.Context, servers []string, path string, n int, c
 	return qs, closeAll, nil
 }
 
-// produce puts until the window ends. If gate is set, it puts only while
-// gate says so (and sleeps a moment otherwise); put, if set, counts every
-// item put.
-func produce(ctx context.Context, q *fairqueue.Queue, name string, payload []byte, w window, gate func() bool, put *atomic.Int64) Report {
+// produce puts until the window ends, one item per Put, or batch items
+// per PutMany. If gate is set, it puts only while gate says so (and sleeps
+// a moment otherwise); put, if set, counts every item put.
+func produce(ctx context.Context, q *fairqueue.Queue, name string, payload []byte, batch int, w window, gate func() bool, put *atomic.Int64) Report {
 	rep := Report{Worker: name}
+	many := make([][]byte, max(batch, 1))
+	for i := range many {
+		many[i] = payload
+	}
 	for time.Now().Before(w.end) {
 		if gate != nil && !gate() {
 			time.Sleep(time.Millisecond)
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, opTimeout)
-		_, err := q.Put(pctx, payload)
+		var err error
+		if batch > 1 {
+			_, err = q.PutMany(pctx, many)
+		} else {
+			_, err = q.Put(pctx, payload)
+		}
 		cancel()
 		if err != nil {
 			rep.Error = err.Error()
 			return rep
 		}
+		n := int64(len(many))
 		if put != nil {
-			put.Add(1)
+			put.Add(n)
 		}
-		rep.PutsAll++
+		rep.PutsAll += n
 		if w.in(time.Now()) {
-			rep.Puts++
+			rep.Puts += n
 		}
+	}
+	return rep
+}
+
+// work runs Work with handlers handlers until the window ends; a handler
+// sleeps for work and returns nil (Work acks the job right after). taken,
+// if set, counts every job handled. A job counts as acked when its handler
+// returns: Work acks it then, in a multi shared with the other acks.
+func work(ctx context.Context, q *fairqueue.Queue, name string, w window, work time.Duration, handlers int, taken *atomic.Int64) Report {
+	rep := Report{Worker: name}
+	var mu sync.Mutex
+	wctx, cancel := context.WithDeadline(ctx, w.end)
+	defer cancel()
+	err := q.Work(wctx, func(ctx context.Context, j *fairqueue.Job) error {
+		if taken != nil {
+			taken.Add(1)
+		}
+		if work > 0 {
+			time.Sleep(work)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		rep.AckedAll++
+		if w.in(time.Now()) {
+			rep.Acked++
+		}
+		return nil
+	}, fairqueue.WithHandlers(handlers))
+	if err != nil && wctx.Err() == nil {
+		rep.Error = err.Error()
 	}
 	return rep
 }

@@ -13,6 +13,12 @@ type Loop struct {
 	Duration             time.Duration // the measured window, after the warm-up
 	Payload              int           // bytes per item
 	Work                 time.Duration // simulated work per job, between take and ack
+	// For fairqueue: consumers run Work with Handlers handlers (Work1: one)
+	// instead of Take and Ack, and producers put Batch items per PutMany
+	// (0: one per Put).
+	Work1    bool
+	Handlers int
+	Batch    int
 }
 
 // window is the measured part of a run: from the end of the warm-up to the

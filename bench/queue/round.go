@@ -19,7 +19,8 @@ func (b *Bench) Run(ctx context.Context, impl Impl, l Loop) (res Result, err err
 	var counted func() (int64, int64)
 	claims := &Claims{}
 	switch impl {
-	case FairQueue:
+	case FairQueue, FairQueueWork:
+		l.Work1 = impl == FairQueueWork
 		reports, counted, err = runFairqueue(ctx, b.servers, path, l, claims)
 	case Floor:
 		reports, counted, err = runFloor(ctx, b.servers, path, l, claims)

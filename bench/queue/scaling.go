@@ -20,6 +20,9 @@ type ScaleLoop struct {
 	Work                 time.Duration
 	Warmup, Duration     time.Duration
 	Payload              int
+	// For fairqueue.Work: handlers per consumer (0: 1); for fairqueue,
+	// items per PutMany (0: one per Put).
+	Handlers, Batch int
 }
 
 // ScaleResult is what one point measured.
@@ -59,7 +62,7 @@ func (b *Bench) Scale(ctx context.Context, impl Impl, l ScaleLoop) (res ScaleRes
 	lp := Loop{Producers: l.Producers, Consumers: l.Consumers, Warmup: l.Warmup, Duration: l.Duration, Work: l.Work, Payload: l.Payload}
 	payload := bytes.Repeat([]byte{'x'}, l.Payload)
 	switch impl {
-	case FairQueue:
+	case FairQueue, FairQueueWork:
 		qs, closeAll, err := openFairqueues(ctx, b.servers, path, l.Producers+l.Consumers, claims)
 		defer closeAll()
 		if err != nil {
@@ -72,6 +75,7 @@ func (b *Bench) Scale(ctx context.Context, impl Impl, l ScaleLoop) (res ScaleRes
 				_, err := q.Put(pctx, payload)
 				return err
 			})
+
 		}
 		run = func(w window) []Report {
 			reports := make([]Report, len(qs))
@@ -79,7 +83,9 @@ func (b *Bench) Scale(ctx context.Context, impl Impl, l ScaleLoop) (res ScaleRes
 			for i, q := range qs {
 				wg.Go(func() {
 					if i < l.Producers {
-						reports[i] = produce(ctx, q, fmt.Sprintf("producer-%d", i), payload, w, gate, &put)
+						reports[i] = produce(ctx, q, fmt.Sprintf("producer-%d", i), payload, l.Batch, w, gate, &put)
+					} else if impl == FairQueueWork {
+						reports[i] = work(ctx, q, fmt.Sprintf("consumer-%d", i-l.Producers), w, l.Work, max(l.Handlers, 1), &taken)
 					} else {
 						reports[i] = consume(ctx, q, fmt.Sprintf("consumer-%d", i-l.Producers), w, l.Work, &taken)
 					}
@@ -99,7 +105,7 @@ func (b *Bench) Scale(ctx context.Context, impl Impl, l ScaleLoop) (res ScaleRes
 		}
 		run = func(w window) []Report { return fw.run(ctx, lp, w, gate, &put, &taken) }
 	default:
-		return res, fmt.Errorf("the scaling curve runs fairqueue and the floor, not %s", impl)
+		return res, fmt.Errorf("the scaling curve runs fairqueue, fairqueue.Work and the floor, not %s", impl)
 	}
 
 	// Fill the queue: each producer reserves an item, then puts it.

@@ -50,6 +50,9 @@ type config struct {
 	loop           queue.Loop
 	rounds         int
 	compare, scale bool
+	workMode       bool
+	workLoop       queue.Loop
+	workBacklog    int
 	counts         []int
 	work           time.Duration
 	scaleProducers int
@@ -70,13 +73,17 @@ func main() {
 	rounds := flag.Int("rounds", 5, "rounds of the comparison")
 	payload := flag.Int("payload", 16, "bytes per item")
 	kazooPoll := flag.Duration("kazoo-poll", 2*time.Millisecond, "sleep of a kazoo.Queue consumer after get finds the queue empty (it has no blocking get)")
-	mode := flag.String("mode", "all", "all, compare (the table only) or scale (the curve only)")
+	mode := flag.String("mode", "all", "all (compare, work, scale), compare (the table only), work (Work and PutMany beside the floor) or scale (the curve only)")
 	scale := flag.String("scale", "1,4,16,64", "consumer counts of the scaling curve")
 	work := flag.Duration("work", 10*time.Millisecond, "simulated work per job in the scaling curve")
 	scaleProducers := flag.Int("scale-producers", 0, "producers in the scaling curve (0: max(4, consumers/8))")
 	scaleBacklog := flag.Int("scale-backlog", 0, "items the scaling producers keep pending (0: max(200, 10 x consumers))")
 	scaleRounds := flag.Int("scale-rounds", 3, "rounds per consumer count of the scaling curve")
-	scaleImpls := flag.String("scale-impls", "fairqueue,floor", "implementations of the scaling curve: fairqueue, floor or both")
+	scaleImpls := flag.String("scale-impls", "fairqueue,fairqueue.Work,floor", "implementations of the scaling curve: some of fairqueue, fairqueue.Work, floor")
+	workHandlers := flag.Int("work-handlers", 16, "mode work: handlers of each consumer's Work")
+	workBatch := flag.Int("work-batch", 100, "mode work: items per PutMany of each producer")
+	workConsumers := flag.Int("work-consumers", 1, "mode work: consumers (sessions), each running Work")
+	workBacklog := flag.Int("work-backlog", 2000, "mode work: items the producers keep pending")
 	out := flag.String("out", "results", "directory for queue-scaling.csv and queue-scaling.png")
 	quick := flag.Bool("quick", false, "a short try: -rounds 2 -warmup 1s -d 3s -scale 1,4 -scale-rounds 1 -out results/quick, where not set")
 	flag.Parse()
@@ -98,14 +105,19 @@ func main() {
 	var err error
 	switch *mode {
 	case "all":
-		c.compare, c.scale = true, true
+		c.compare, c.workMode, c.scale = true, true, true
 	case "compare":
 		c.compare = true
+	case "work":
+		c.workMode = true
 	case "scale":
 		c.scale = true
 	default:
-		err = fmt.Errorf("-mode: want all, compare or scale, not %q", *mode)
+		err = fmt.Errorf("-mode: want all, compare, work or scale, not %q", *mode)
 	}
+	c.workBacklog = *workBacklog
+	c.workLoop = queue.Loop{Producers: *producers, Consumers: *workConsumers, Warmup: *warmup, Duration: *d, Payload: *payload,
+		Handlers: *workHandlers, Batch: *workBatch}
 	if err == nil {
 		c.impls, err = queue.ParseImpls(*impls)
 	}
@@ -115,8 +127,8 @@ func main() {
 	if err == nil {
 		c.scaleImpls, err = queue.ParseImpls(*scaleImpls)
 		for _, i := range c.scaleImpls {
-			if i != queue.FairQueue && i != queue.Floor && err == nil {
-				err = fmt.Errorf("-scale-impls: the scaling curve runs fairqueue and floor, not %s", i)
+			if i != queue.FairQueue && i != queue.FairQueueWork && i != queue.Floor && err == nil {
+				err = fmt.Errorf("-scale-impls: the scaling curve runs fairqueue, fairqueue.Work and floor, not %s", i)
 			}
 		}
 	}
@@ -139,14 +151,64 @@ func run(ctx context.Context, c config) (err error) {
 			return err
 		}
 	}
-	if c.scale {
+	if c.workMode {
 		if c.compare {
+			fmt.Println()
+		}
+		if err := workRounds(ctx, b, c); err != nil {
+			return err
+		}
+	}
+	if c.scale {
+		if c.compare || c.workMode {
 			fmt.Println()
 		}
 		if err := scale(ctx, b, c); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// workRounds runs fairqueue with its batching on (producers' PutMany,
+// consumers' Work) beside the floor with one item per call, alternating
+// rounds; in both, producers keep -work-backlog items pending, so that the
+// round measures what flows through the queue, not who loads the server
+// hardest. It prints the ratio.
+func workRounds(ctx context.Context, b *queue.Bench, c config) error {
+	wl := queue.ScaleLoop{Producers: c.loop.Producers, Consumers: c.workLoop.Consumers, Backlog: c.workBacklog,
+		Warmup: c.loop.Warmup, Duration: c.loop.Duration, Payload: c.loop.Payload, Handlers: c.workLoop.Handlers, Batch: c.workLoop.Batch}
+	fl := queue.ScaleLoop{Producers: c.loop.Producers, Consumers: c.loop.Consumers, Backlog: c.workBacklog,
+		Warmup: c.loop.Warmup, Duration: c.loop.Duration, Payload: c.loop.Payload}
+	fmt.Printf("Batching: fairqueue with %d producers putting %d items per PutMany and %d consumer(s) running Work with %d handlers,\n",
+		wl.Producers, wl.Batch, wl.Consumers, wl.Handlers)
+	fmt.Printf("beside the floor with one item per call (%d x %d); producers keep %d items pending; no work per job;\n",
+		fl.Producers, fl.Consumers, c.workBacklog)
+	fmt.Printf("%d rounds of %v warm-up + %v measured, alternating\n", c.rounds, wl.Warmup, wl.Duration)
+	var fq, floor, ratio []float64
+	for r := range c.rounds {
+		for k := range 2 {
+			impl, l := queue.FairQueueWork, wl
+			if (r+k)%2 == 1 {
+				impl, l = queue.Floor, fl
+			}
+			res, err := b.Scale(ctx, impl, l)
+			if err != nil {
+				return fmt.Errorf("work round %d: %w", r+1, err)
+			}
+			if impl == queue.Floor {
+				floor = append(floor, res.PerSec())
+			} else {
+				fq = append(fq, res.PerSec())
+			}
+			fmt.Fprintf(os.Stderr, "work round %d: %-15s %7.0f items/s  %7.0f puts/s  min backlog %d  failed claims/item %.3f\n",
+				r+1, impl, res.PerSec(), res.PutsPerSec(), res.MinBacklog, res.FailedPerItem())
+		}
+		ratio = append(ratio, fq[r]/floor[r])
+	}
+	fmt.Printf("%-40s  %8s  %s\n", "", "items/s", "/floor")
+	fmt.Printf("%-40s  %8.0f  %s\n", fmt.Sprintf("fairqueue Work(%d) + PutMany(%d)", wl.Handlers, wl.Batch), bench.Median(fq), bench.MedianRange(ratio, 2))
+	fmt.Printf("%-40s  %8.0f  (%s)\n", "floor, one item per call", bench.Median(floor), bench.MedianRange(floor, 0))
 	return nil
 }
 
@@ -227,7 +289,11 @@ func scale(ctx context.Context, b *queue.Bench, c config) error {
 	fmt.Println("min backlog: fewest items pending at any 2ms sample (0: consumers may have waited for producers);")
 	fmt.Println("failed: claim writes the server refused per item acked; /floor: median (min-max) of the ratio to the floor's round beside it")
 	var pts []queue.Point
-	ratios := map[int][]float64{}
+	type key struct {
+		impl queue.Impl
+		n    int
+	}
+	ratios := map[key][]float64{}
 	for _, n := range c.counts {
 		sl := queue.ScaleLoop{Consumers: n, Producers: c.scaleProducers, Backlog: c.scaleBacklog, Work: c.work,
 			Warmup: l.Warmup, Duration: l.Duration, Payload: l.Payload}
@@ -249,22 +315,24 @@ func scale(ctx context.Context, b *queue.Bench, c config) error {
 				fmt.Fprintf(os.Stderr, "scaling: %s, %d consumers, round %d: %.0f acked/s, min backlog %d, failed claims/item %.3f\n",
 					impl, n, r+1, res.PerSec(), res.MinBacklog, res.FailedPerItem())
 			}
-			if f, fl := rs[queue.FairQueue], rs[queue.Floor]; len(f) > r && len(fl) > r {
-				ratios[n] = append(ratios[n], f[r].PerSec()/fl[r].PerSec())
+			for impl, f := range rs {
+				if fl := rs[queue.Floor]; impl != queue.Floor && len(f) > r && len(fl) > r {
+					ratios[key{impl, n}] = append(ratios[key{impl, n}], f[r].PerSec()/fl[r].PerSec())
+				}
 			}
 		}
 		for _, impl := range c.scaleImpls {
 			pts = append(pts, queue.Summarize(rs[impl]))
 		}
 	}
-	fmt.Printf("%-9s  %9s  %9s  %7s  %8s  %8s  %8s  %10s  %10s  %11s  %7s  %s\n", "impl", "consumers", "producers", "backlog",
+	fmt.Printf("%-14s  %9s  %9s  %7s  %8s  %8s  %8s  %10s  %10s  %11s  %7s  %s\n", "impl", "consumers", "producers", "backlog",
 		"acked/s", "ideal/s", "of ideal", "take p50", "take p99", "min backlog", "failed", "/floor")
 	for _, p := range pts {
 		vs := ""
-		if p.Impl == queue.FairQueue && len(ratios[p.Consumers]) > 0 {
-			vs = bench.MedianRange(ratios[p.Consumers], 2)
+		if rs := ratios[key{p.Impl, p.Consumers}]; len(rs) > 0 {
+			vs = bench.MedianRange(rs, 2)
 		}
-		fmt.Printf("%-9s  %9d  %9d  %7d  %8.0f  %8.0f  %7.0f%%  %10s  %10s  %11d  %7.3f  %s\n", p.Impl, p.Consumers, p.Producers, p.Backlog,
+		fmt.Printf("%-14s  %9d  %9d  %7d  %8.0f  %8.0f  %7.0f%%  %10s  %10s  %11d  %7.3f  %s\n", p.Impl, p.Consumers, p.Producers, p.Backlog,
 			p.PerSec, p.Ideal, 100*p.PerSec/p.Ideal, bench.Millis(p.TakeP50), bench.Millis(p.TakeP99), p.MinBacklog, p.FailedPerItem, vs)
 	}
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
