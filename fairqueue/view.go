@@ -110,8 +110,10 @@ func (q *Queue) look(ctx context.Context, w *waiter, want int, watch bool) (*vie
 	for _, o := range parseStanding(record.Data) {
 		switch {
 		case taken[o.id]:
-		case w != nil && now.Sub(o.at) > q.grace():
-			stale = append(stale, o)
+		case now.Sub(o.at) > q.grace():
+			if w != nil {
+				stale = append(stale, o) // TryTake takes its item; a head passes it over
+			}
 		default:
 			v.offers = append(v.offers, o)
 			taken[o.id] = true
