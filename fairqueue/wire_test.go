@@ -160,7 +160,7 @@ func readMultiOps(b []byte) []wireOp {
 			acls := int(int32(binary.BigEndian.Uint32(b)))
 			b = b[4:]
 			for range max(acls, 0) {
-				b = b[4:] // perms
+				b = b[4:]     // perms
 				for range 2 { // scheme, id
 					l := int(int32(binary.BigEndian.Uint32(b)))
 					b = b[4+max(l, 0):]
