@@ -226,6 +226,118 @@ func takeCase(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
 	requireHit(t, hit, "Take", f)
 }
 
+// lineCase is two Takes in line, one on each session, and two items put:
+// the head hands one to itself and one to the consumer behind it. With
+// faultedHead, the faulted session's Take is the head; else it waits
+// behind the head. The fault is set once both stand in line; a ctx fault
+// ends the faulted Take's ctx that long after the items are put. Every
+// item is delivered once, to a Take or later.
+func lineCase(t *testing.T, ctx context.Context, e queueEnv, f *fault, faultedHead bool) {
+	warm(t, ctx, e)
+	mine, theirs := fq(t, e.s, e.p), fq(t, e.other, e.p)
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	qs, ctxs := []*fairqueue.Queue{theirs, mine}, []context.Context{ctx, tctx}
+	if faultedHead {
+		qs, ctxs = []*fairqueue.Queue{mine, theirs}, []context.Context{tctx, ctx}
+	}
+	got := make([]chan taken, 2)
+	for i, q := range qs {
+		got[i] = make(chan taken, 1)
+		go func() {
+			j, err := q.Take(ctxs[i])
+			got[i] <- taken{j, err}
+		}()
+		require.Eventually(t, func() bool { return len(names(t, e.other, e.p+"/line")) == i+1 }, liveWait, time.Millisecond)
+	}
+	if f.byCtx() {
+		f.base = e.d.Fired()
+	} else {
+		f.arm(e, ctx)
+	}
+	ids, err := theirs.PutMany(ctx, [][]byte{[]byte("a"), []byte("b")})
+	require.NoError(t, err)
+	if f.byCtx() {
+		time.Sleep(f.end)
+		cancel()
+	}
+	hit := f.done(e, time.Second)
+	acked := map[string]int{}
+	for i, c := range got {
+		r := <-c
+		if r.err != nil {
+			require.True(t, f.byCtx() && isCtxErr(r.err), "Take %d with a %v: %v", i, f, r.err)
+			continue
+		}
+		requireKept(t, r.j, "taken with a "+f.String())
+		settle(t, ctx, "Ack", r.j.Ack(ctx), r.j.Ack)
+		acked[r.j.ID()]++
+	}
+	if !f.byCtx() {
+		require.Equal(t, map[string]int{ids[0]: 1, ids[1]: 1}, acked, "the items, one to each Take, with a %v", f)
+	}
+	for len(acked) < 2 {
+		j := takeWithin(t, theirs, e.other, e.p, "an item left by a Take that gave up")
+		require.NoError(t, j.Ack(ctx))
+		acked[j.ID()]++
+	}
+	require.Equal(t, map[string]int{ids[0]: 1, ids[1]: 1}, acked, "each item once, with a %v", f)
+	require.Empty(t, drainAll(t, ctx, e), "an acked item came back")
+	requireClean(t, e, f.String())
+	usable(t, ctx, e, f.String())
+	requireHit(t, hit, "Take", f)
+}
+
+// workCase runs Work with one handler on the faulted session: it does a
+// job, and its ack puts it back in line in the same multi, under the fault
+// (set as the handler runs); then a second job, put later, is done too. A ctx fault ends
+// Work's ctx that long after the first job's handler returns. Each job is
+// done once, and nothing of Work's stays in line.
+func workCase(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
+	warm(t, ctx, e)
+	q := fq(t, e.s, e.p)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan string, 2)
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- q.Work(wctx, func(_ context.Context, j *fairqueue.Job) error {
+			if string(j.Data()) == "first" && !f.byCtx() {
+				f.arm(e, ctx) // for the ack that follows, and the join with it
+			}
+			done <- string(j.Data())
+			return nil
+		})
+	}()
+	_, err := fq(t, e.other, e.p).Put(ctx, []byte("first"))
+	require.NoError(t, err)
+	require.Equal(t, "first", <-done)
+	if f.byCtx() {
+		time.Sleep(f.end)
+		cancel()
+		require.ErrorIs(t, <-stopped, context.Canceled)
+		requireClean(t, e, f.String())
+		require.Empty(t, drainAll(t, ctx, e), "the job done came back")
+		usable(t, ctx, e, f.String())
+		return
+	}
+	hit := f.done(e, time.Second)
+	_, err = fq(t, e.other, e.p).Put(ctx, []byte("second"))
+	require.NoError(t, err)
+	select {
+	case d := <-done:
+		require.Equal(t, "second", d)
+	case <-time.After(liveWait):
+		t.Fatalf("Work did not do the second job after a %v (line/ %v)", f, names(t, e.other, e.p+"/line"))
+	}
+	cancel()
+	require.ErrorIs(t, <-stopped, context.Canceled)
+	requireClean(t, e, f.String())
+	require.Empty(t, drainAll(t, ctx, e), "a job done came back")
+	usable(t, ctx, e, f.String())
+	requireHit(t, hit, "Work", f)
+}
+
 // warm uses the queue once (line/ and claims/ exist from then on).
 func warm(t *testing.T, ctx context.Context, e queueEnv) {
 	t.Helper()
@@ -265,11 +377,14 @@ var queueScenarios = []queueScenario{
 	{
 		// The first Take on a queue, with an item pending: it makes line/
 		// and claims/ (createContainer), joins the line (create, with a
-		// getChildren2 of line/), lists claims/, items/ and the bucket
-		// (getChildren2), reads the item (getData) and claims it with a
-		// multi; the Job's owner then reads the claim (getData).
+		// getChildren2 of line/), finds no one ahead: the head. It reads
+		// the offers standing (getData of line/), lists claims/, items/
+		// and the bucket (getChildren2), reads the item (getData) and hands
+		// it to itself with a multi: its claim, the offers standing
+		// written back (setData), its node deleted (delete).
 		name: "take-first",
-		ops:  []int32{zktest.OpCreateContainer, zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData, zktest.OpMulti},
+		ops: []int32{zktest.OpCreateContainer, zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData, zktest.OpMulti,
+			zktest.OpSetData, zktest.OpDelete},
 		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
 			_, err := fq(t, e.other, e.p).Put(ctx, []byte("x"))
 			require.NoError(t, err)
@@ -280,7 +395,7 @@ var queueScenarios = []queueScenario{
 		// Take with an item pending, on a queue used before: as take-first,
 		// the directories there already.
 		name: "take",
-		ops:  []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData, zktest.OpMulti},
+		ops:  []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData, zktest.OpMulti, zktest.OpSetData, zktest.OpDelete},
 		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
 			warm(t, ctx, e)
 			_, err := fq(t, e.other, e.p).Put(ctx, []byte("x"))
@@ -290,12 +405,11 @@ var queueScenarios = []queueScenario{
 	},
 	{
 		// Take waits on an empty queue used before; the fault hits while
-		// it sets up its wait (create, and the listings that leave watches:
-		// getChildren2); then an item is put. Setting up its wait, it
-		// reads no node (no getData): it reads the item, and its Job the
-		// claim, only once the item is put, as in "take".
+		// it sets up its wait (create, the offers standing: getData, and
+		// the listings that leave watches: getChildren2); then an item is
+		// put.
 		name: "take-wait",
-		ops:  []int32{zktest.OpCreate, zktest.OpGetChildren2},
+		ops:  []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData},
 		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
 			warm(t, ctx, e)
 			q := fq(t, e.s, e.p)
@@ -335,6 +449,35 @@ var queueScenarios = []queueScenario{
 			usable(t, ctx, e, f.String())
 			requireHit(t, hit, "Take", f)
 		},
+	},
+	{
+		// A Take waiting behind the head of the line (a consumer on the
+		// other session) is handed an item: it reads its node (getData)
+		// and claims the item with a multi (create, setData) that deletes
+		// its node (delete).
+		name: "take-offered",
+		ops:  []int32{zktest.OpGetData, zktest.OpMulti, zktest.OpCreate, zktest.OpSetData, zktest.OpDelete},
+		run:  func(t *testing.T, ctx context.Context, e queueEnv, f *fault) { lineCase(t, ctx, e, f, false) },
+	},
+	{
+		// A Take at the head of the line, with a consumer on the other
+		// session waiting behind it, hands out two items: it reads the
+		// offers standing (getData) and lists the queue (getChildren2),
+		// reads the items (getData), and sends one multi: its claim
+		// (create, setData), the offer to the other (create and delete of
+		// its claim, setData of its node), the offers standing (setData),
+		// its node's delete (delete).
+		name: "take-hands-out",
+		ops:  []int32{zktest.OpGetChildren2, zktest.OpGetData, zktest.OpMulti, zktest.OpCreate, zktest.OpSetData, zktest.OpDelete},
+		run:  func(t *testing.T, ctx context.Context, e queueEnv, f *fault) { lineCase(t, ctx, e, f, true) },
+	},
+	{
+		// Work, with one handler, does a job and acks it, and stands in
+		// line again in the same multi (delete of the item and the claim,
+		// create of its node); then it does a second job, from that node.
+		name: "work",
+		ops:  []int32{zktest.OpMulti, zktest.OpDelete, zktest.OpCreate},
+		run:  workCase,
 	},
 	{
 		// Ack: one multi that deletes the item and the claim.
@@ -455,4 +598,94 @@ func TestFaultCtxFairqueue(t *testing.T) {
 		}
 		return fs
 	})
+}
+
+// The ctx of a Take ends while the request that claims its items is in
+// flight (held back by the Dropper until then), or before it is sent (the
+// read of its node held): as the consumer behind the head claiming its
+// offer, and as the head handing out. A claim that lands after its Take
+// gave up is deleted, and its item delivered again (the delivery counted;
+// a claim held past the Take's leaving the line fails instead); one never
+// sent counts none. Every item is delivered once in the end.
+func TestFaultClaimCtxInLine(t *testing.T) {
+	cases := []struct {
+		name   string
+		head   bool  // the faulted Take is the head
+		held   int32 // the request held back while its ctx ends
+		claims bool  // the held request is the claim (it lands after)
+	}{
+		{"offer claim in flight", false, zktest.OpMulti, true},
+		{"before the offer claim", false, zktest.OpGetData, false},
+		{"hand-out in flight", true, zktest.OpMulti, true},
+	}
+	srv := setup(t)
+	d := &zktest.Dropper{}
+	s := d.Connect(t, srv.Addrs())
+	other := connect(t, srv.Addrs())
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Cleanup(func() { d.Disarm() })
+			e := queueEnv{d: d, s: s, other: other, p: queuePath(t, srv.Addrs())}
+			ctx := bg(t, 60*time.Second)
+			warm(t, ctx, e)
+			mine, theirs := fq(t, s, e.p), fq(t, other, e.p)
+			tctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			qs, ctxs := []*fairqueue.Queue{theirs, mine}, []context.Context{ctx, tctx}
+			if tc.head {
+				qs, ctxs = []*fairqueue.Queue{mine, theirs}, []context.Context{tctx, ctx}
+			}
+			got := make([]chan taken, 2)
+			for i, q := range qs {
+				got[i] = make(chan taken, 1)
+				go func() {
+					j, err := q.Take(ctxs[i])
+					got[i] <- taken{j, err}
+				}()
+				require.Eventually(t, func() bool { return len(names(t, other, e.p+"/line")) == i+1 }, liveWait, time.Millisecond)
+			}
+			never := zktest.Match{Op: zktest.OpMulti, Path: "/no such path"}
+			d.HoldFor(zktest.Match{Op: tc.held, Path: e.p}, never, 300*time.Millisecond)
+			ids, err := theirs.PutMany(ctx, [][]byte{[]byte("a"), []byte("b")})
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return d.Armed() == 0 }, liveWait, time.Millisecond, "the request is held")
+			cancel()
+			attempts := map[string]int{}
+			for _, c := range got {
+				r := <-c
+				if r.err != nil {
+					require.True(t, isCtxErr(r.err), "%v", r.err)
+					continue
+				}
+				attempts[r.j.ID()] = r.j.Attempt()
+				require.NoError(t, r.j.Ack(ctx))
+			}
+			for len(attempts) < 2 {
+				j := takeWithin(t, theirs, other, e.p, "the item of the Take that gave up")
+				attempts[j.ID()] = j.Attempt()
+				require.NoError(t, j.Ack(ctx))
+			}
+			mineID := ids[1]
+			if tc.head {
+				mineID = ids[0]
+			}
+			if tc.claims {
+				require.Contains(t, []int{1, 2}, attempts[mineID], "the faulted Take's item: %v", attempts)
+			} else {
+				require.Equal(t, 1, attempts[mineID], "the faulted Take's item, never claimed: %v", attempts)
+			}
+			require.Equal(t, 1, attempts[other0(ids, mineID)], "the other item")
+			require.Empty(t, drainAll(t, ctx, e))
+			requireClean(t, e, tc.name)
+			usable(t, ctx, e, tc.name)
+		})
+	}
+}
+
+// other0 is the id of ids other than id.
+func other0(ids []string, id string) string {
+	if ids[0] == id {
+		return ids[1]
+	}
+	return ids[0]
 }
