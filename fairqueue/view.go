@@ -333,7 +333,7 @@ func (q *Queue) noteRTT(d time.Duration) {
 // others by that much, not by a session timeout. A live consumer passed
 // over loses only its place in line.
 func (q *Queue) grace() time.Duration {
-	return min(max(12*time.Duration(q.rtt.Load()), 20*time.Millisecond), time.Second)
+	return min(max(16*time.Duration(q.rtt.Load()), 100*time.Millisecond), 2*time.Second)
 }
 
 // listW lists dir and leaves a child watch on it; a missing dir gets a

@@ -36,8 +36,8 @@ func work(t *testing.T, ctx context.Context, q *fairqueue.Queue, h fairqueue.Han
 }
 
 // Work runs the handler on every job, several at once, acks what it
-// finished, and stands in line again in the multi of its acks: of the
-// creates that put its node in line, only the first goes alone.
+// finished, and stands in line again in the multi of its acks: while jobs
+// wait, of the creates that put its node in line only the first goes alone.
 func TestWorkAcksAndJoinsWithTheAcks(t *testing.T) {
 	srv := setup(t)
 	p := queuePath(t, srv.Addrs())
@@ -50,6 +50,12 @@ func TestWorkAcksAndJoinsWithTheAcks(t *testing.T) {
 	var mu sync.Mutex
 	done := map[string]int{}
 	all := make(chan struct{})
+	var batch [][]byte
+	for i := range n {
+		batch = append(batch, fmt.Appendf(nil, "%d", i))
+	}
+	_, err := producer.PutMany(ctx, batch)
+	require.NoError(t, err)
 	stop := work(t, ctx, q, func(ctx context.Context, j *fairqueue.Job) error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -58,10 +64,6 @@ func TestWorkAcksAndJoinsWithTheAcks(t *testing.T) {
 		}
 		return nil
 	}, fairqueue.WithHandlers(4))
-	for i := range n {
-		_, err := producer.Put(ctx, fmt.Appendf(nil, "%d", i))
-		require.NoError(t, err)
-	}
 	select {
 	case <-all:
 	case <-time.After(liveWait):
@@ -71,7 +73,7 @@ func TestWorkAcksAndJoinsWithTheAcks(t *testing.T) {
 	for d, k := range done {
 		require.Equal(t, 1, k, "job %s done %d times", d, k)
 	}
-	_, err := producer.TryTake(ctx)
+	_, err = producer.TryTake(ctx)
 	require.ErrorIs(t, err, fairqueue.ErrEmpty, "every job acked")
 	// Every join but the first rides with acks (or with a claim of the
 	// items its node was handed).
