@@ -43,7 +43,7 @@ func TestQueueSurvivesFaults(t *testing.T) {
 	defer cancel()
 	const (
 		items       = 240
-		fresh       = 10 // of them, put once the faults are over, for a fresh consumer
+		fresh       = 10               // of them, put once the faults are over, for a fresh consumer
 		deadTimeout = 30 * time.Second // the frozen and killed consumers'
 	)
 	liveOpts := []zkrecipes.Option{zkrecipes.WithSessionTimeout(10 * time.Second)}
