@@ -68,9 +68,8 @@ type waiter struct {
 	name  string
 	path  string
 	ahead []string // the nodes ahead of ours, in line order (nil: not listed yet): they can only go
-	// The nodes as last read: ours, and the two nearest ahead of it; and
-	// the events of their watches (nil once fired, or when not set).
-	own    *znode.Watch
+	// The two nearest nodes ahead of ours as last read, and the events of
+	// the watches on ours and on them (nil once fired, or when not set).
 	prev   []*znode.Watch
 	ownEv  <-chan zk.Event
 	prevEv []<-chan zk.Event
@@ -164,7 +163,7 @@ func (w *waiter) readOwn(ctx context.Context) (role, error) {
 // place takes our node as read, and says whether it holds an offer or was
 // passed over (or waits still: then where, only the nodes ahead say).
 func (w *waiter) place(own *znode.Watch) (role, error) {
-	w.own, w.ownEv = own, own.Ev
+	w.ownEv = own.Ev
 	if own.Gone() {
 		return 0, fmt.Errorf("%w: %s vanished", errLineLost, w.path)
 	}
