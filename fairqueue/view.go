@@ -102,14 +102,25 @@ func (q *Queue) look(ctx context.Context, w *waiter, want int, watch bool) (*vie
 		}
 	}
 	// The offers standing: an offer stands until its item is claimed (its
-	// consumer's claim deletes its node) or it is passed over. One left too
-	// long is passed over by the next hand-out, if its node still holds it
-	// (a consumer that left took its offer with its node).
+	// consumer's claim deletes its node) or it is passed over. One whose
+	// item is gone (claimed and acked) is forgotten; one left too long is
+	// passed over by the next hand-out, if its node still holds it (a
+	// consumer that left took its offer with its node).
 	v.version = record.Stat.Version
+	listed := map[string]bool{}
+	for _, name := range first {
+		if seq, _, ok := parseItem(name); ok {
+			listed[itemID(firstB, seq)] = true
+		}
+	}
+	gone := func(id string) bool {
+		b, _, err := parseID(id)
+		return err == nil && firstB >= 0 && b <= firstB && !listed[id]
+	}
 	var stale []standing
 	for _, o := range parseStanding(record.Data) {
 		switch {
-		case taken[o.id]:
+		case taken[o.id], gone(o.id):
 		case now.Sub(o.at) > q.grace():
 			if w != nil {
 				stale = append(stale, o) // TryTake takes its item; a head passes it over
