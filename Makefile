@@ -1,6 +1,9 @@
 # zkrecipes: the two commands the README promises, and the checks.
-#   make demo   start a ZooKeeper if none answers on $(ZK), then run the demo
-#   make test   the same set-up, then the whole test suite under the race detector
+#   make demo     start a ZooKeeper if none answers on $(ZK) (the compose
+#                 ensemble where it can run, else a local server), then run
+#                 the demo: a fair mutex, an election, a job queue
+#   make test     the same set-up, then the whole test suite under the race detector
+#   make zk-down  stop the ZooKeeper that make demo or make test started
 ZK ?= 127.0.0.1:2181
 GO ?= go
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
@@ -11,7 +14,7 @@ zk-up:
 	bash scripts/zk-up.sh $(ZK)
 
 zk-down:
-	bash scripts/zk-down.sh
+	bash scripts/zk-down.sh $(ZK)
 
 demo: zk-up
 	ZK_CONNECT=$(ZK) $(GO) run ./cmd/zklock demo
@@ -69,7 +72,8 @@ interop:
 
 # zktest's Docker sources of servers, end to end (scripts/test-docker.sh):
 # starts a Docker engine when none answers (as root: installs Debian's
-# docker.io when missing), builds the local stand-in for zookeeper:3.8 when
+# docker.io when missing), installs compose when missing (as root, on
+# either engine), builds the local stand-in for zookeeper:3.8 when
 # the image is missing (scripts/zk-image.sh, cached in Docker's image store),
 # runs zktest's and zklock's tests through testcontainers-go, then the recipe
 # tests against docker-compose.yml's 3-server ensemble, and leaves no
@@ -79,21 +83,30 @@ test-docker:
 	GO=$(GO) bash scripts/test-docker.sh
 
 # Jepsen-style chaos suite (chaos/): Mutex with a fenced register, Election,
-# Semaphore and fairqueue, in client processes, on a 3-server ensemble, under
-# kill -9 of servers and of the leader, partitions of one server, clients'
-# connections frozen and clients stopped (SIGSTOP) past their session
-# timeout, and clients killed; then every history checked (porcupine for the
-# register). Fails on any violation. Then the self-test: with the clients'
-# fencing broken on purpose the same checks must report lost updates, and
-# with it they must not. Summaries, porcupine's register.html and the events
-# go to $(CHAOS_OUT). Longer: CHAOS_FOR=30m make chaos.
+# Semaphore and fairqueue, in client processes (some pinned to one server
+# each) that hold their leases for seconds, on a 3-server ensemble, under
+# kill -9 of servers and of the leader, a follower with a holder on it and
+# the leader cut off from their peers while their clients still reach them,
+# clients' connections frozen and holders stopped (SIGSTOP) past their
+# session timeout, and clients killed; then every history checked, in the
+# order things happened (porcupine for the register; no two holders' leases
+# overlapping), and every server read alone and compared. Fails on any
+# violation, and then keeps the servers' logs and data in $(CHAOS_OUT).
+# Then the self-test: with the clients broken on purpose the same checks
+# must report lost updates and two holders at once, and unbroken they must
+# not. All three tests run whatever the first finds. Longer:
+# CHAOS_FOR=30m make chaos; some faults only:
+# CHAOS_FLAGS=-chaos.faults=isolate-follower.
 CHAOS_FOR ?= 2m
 CHAOS_OUT ?= $(CURDIR)/chaos-out
+CHAOS_FLAGS ?=
 .PHONY: chaos
 chaos:
-	$(GO) test -count=1 -timeout 0 -run '^TestChaos$$' -v ./chaos -chaos.for=$(CHAOS_FOR) -chaos.out=$(CHAOS_OUT)
-	$(GO) test -count=1 -timeout 0 -run '^TestCheckerCatchesUnfencedWrites$$' -v ./chaos -chaos.selftest -chaos.out=$(CHAOS_OUT)
-	$(GO) test -count=1 -timeout 10m -run '^TestUnlockAfterLossReportsLoss$$' -v ./chaos -chaos.findings
+	@status=0; \
+	$(GO) test -count=1 -timeout 0 -run '^TestChaos$$' -v ./chaos -chaos.for=$(CHAOS_FOR) -chaos.out=$(CHAOS_OUT) $(CHAOS_FLAGS) || status=1; \
+	$(GO) test -count=1 -timeout 0 -run '^TestCheckerCatchesUnfencedWrites$$' -v ./chaos -chaos.selftest -chaos.out=$(CHAOS_OUT) || status=1; \
+	$(GO) test -count=1 -timeout 10m -run '^TestUnlockAfterLossReportsLoss$$' -v ./chaos -chaos.findings || status=1; \
+	exit $$status
 
 # The seeds' comparison, run (bench/fencing_test.go): redsync on one Redis,
 # Redlock on three, the plain ephemeral-znode lock, zklock.Mutex without and

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zkrecipes/zkrecipes/internal/session"
+	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // Option configures Connect.
@@ -27,6 +28,8 @@ type options struct {
 	tracers trace.TracerProvider
 	loss    float64 // session.LossFraction, but for tests of the expiry path
 	tick    time.Duration
+	pending time.Duration // telemetry.DefaultPendingMaxAge, but for tests
+	chroot  string        // "" for none
 	errs    []error
 }
 
@@ -112,18 +115,31 @@ func WithDialer(d zk.Dialer) Option {
 
 // WithMeterProvider sets where the Session and the recipes on it record
 // their metrics (OpenTelemetry; default: otel.GetMeterProvider(), which
-// records nothing until the program installs an SDK). The instruments:
+// records nothing until the program installs an SDK). The instruments, named
+// by OpenTelemetry's semantic conventions (the README has the table, with
+// every attribute's values):
 //
-//	zkrecipes.session.ends              counter    reason: expired, lost, closed
-//	zkrecipes.session.reconnects        counter    (Supervise)
-//	zkrecipes.lock.wait.duration        histogram  recipe, outcome: acquired, canceled, error
-//	zkrecipes.lock.hold.duration        histogram  recipe
-//	zkrecipes.lock.losses               counter    recipe, reason: session, deleted, modified
-//	zkrecipes.queue.puts, .acks, .nacks, .redeliveries, .dead_letters  counters
-//	zkrecipes.queue.take.wait.duration  histogram  outcome
+//	zkrecipes.session.count              UpDownCounter  {session}  zkrecipes.session.state: connected, suspended
+//	zkrecipes.session.ended              Counter        {session}  zkrecipes.reason: expired, lost, closed
+//	zkrecipes.session.replaced           Counter        {session}  (Supervise)
+//	zkrecipes.lock.wait.duration         Histogram      s          zkrecipes.recipe, zkrecipes.outcome, error.type
+//	zkrecipes.lock.wait.active           UpDownCounter  {wait}     zkrecipes.recipe
+//	zkrecipes.lock.lease.duration        Histogram      s          zkrecipes.recipe
+//	zkrecipes.lock.lease.active          UpDownCounter  {lease}    zkrecipes.recipe
+//	zkrecipes.lock.lease.lost            Counter        {lease}    zkrecipes.recipe, zkrecipes.reason
+//	zkrecipes.queue.item.put             Counter        {item}
+//	zkrecipes.queue.item.dead_lettered   Counter        {item}
+//	zkrecipes.queue.item.pending         UpDownCounter  {item}     (asynchronous)
+//	zkrecipes.queue.job.acked            Counter        {job}
+//	zkrecipes.queue.job.nacked           Counter        {job}
+//	zkrecipes.queue.job.redelivered      Counter        {job}
+//	zkrecipes.queue.job.active           UpDownCounter  {job}
+//	zkrecipes.queue.take.wait.duration   Histogram      s          zkrecipes.outcome, error.type
+//	zkrecipes.queue.take.wait.active     UpDownCounter  {wait}
 //
-// recipe is mutex, rwmutex.read, rwmutex.write, semaphore or election;
-// durations are in seconds. No attribute carries a path or an item id.
+// No attribute carries a path or an item id. The instrumentation scope is
+// the module's path, with the module's version from the binary's build
+// information.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(o *options) {
 		if mp == nil {
@@ -136,8 +152,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 
 // WithTracerProvider sets where the recipes on the Session record their
 // spans (OpenTelemetry; default: otel.GetTracerProvider()): one around each
-// Lock, RLock, Acquire, Campaign and Take, with an event when it had to
-// wait in line.
+// Lock, RLock, Acquire, Campaign and Take, of kind INTERNAL, with an event
+// when it had to wait in line; a failed one has the status Error and an
+// error.type attribute.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(o *options) {
 		if tp == nil {
@@ -145,5 +162,24 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 			return
 		}
 		o.tracers = tp
+	}
+}
+
+// WithChroot runs the Session in the subtree at path, as the Java client
+// does with "host:port/app" (which Connect takes too): every path the
+// Session, the recipes on it and Conn use is read under path, so "/locks/a"
+// is the server's "/app/locks/a", and nothing is created outside of it.
+// The node at path must exist: until it does, every request fails with
+// zk.ErrNoNode (Connect logs a warning). "/" is no chroot.
+func WithChroot(path string) Option {
+	return func(o *options) {
+		if path == "/" {
+			return
+		}
+		if err := znode.ValidatePath(path); err != nil {
+			o.errs = append(o.errs, fmt.Errorf("zkrecipes: %w: chroot: %w", ErrInvalidArgument, err))
+			return
+		}
+		o.chroot = path
 	}
 }

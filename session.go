@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -45,23 +44,30 @@ type Session struct {
 }
 
 // Connect dials the ensemble and waits until a session is established, or ctx
-// ends. servers are "host:port" addresses. Servers that cannot be reached
-// are tried again while ctx lives (they may be starting); if it ends first,
-// the error wraps its cause and the failure of the latest attempt ("connect
-// to 127.0.0.1:1: context deadline exceeded (latest attempt: dial tcp
-// 127.0.0.1:1: connect: connection refused)").
+// ends.
+//
+// servers are read as the Java client reads a connect string: each is
+// "host", "host:port" or "[v6addr]:port" (2181 when no port is given), or
+// several of these joined by commas, and the last may be followed by a
+// chroot, "zk1:2181,zk2:2181/app", as WithChroot. An address that cannot
+// be read fails Connect at once, with an error wrapping ErrInvalidArgument
+// that names it. Servers that cannot be reached are tried again while ctx
+// lives (they may be starting); if it ends first, the error wraps its cause
+// and the failure of the latest attempt ("connect to 127.0.0.1:1: context
+// deadline exceeded (latest attempt: dial tcp 127.0.0.1:1: connect:
+// connection refused)").
 func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, error) {
 	o := options{timeout: 10 * time.Second, logger: slog.New(slog.DiscardHandler), dialer: net.DialTimeout, loss: session.LossFraction}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if len(servers) == 0 {
-		o.errs = append(o.errs, fmt.Errorf("zkrecipes: %w: no ZooKeeper servers given", ErrInvalidArgument))
-	}
-	for _, s := range servers {
-		if strings.TrimSpace(s) == "" {
-			o.errs = append(o.errs, fmt.Errorf("zkrecipes: %w: empty server address", ErrInvalidArgument))
-		}
+	addrs, root, errs := parseServers(servers)
+	o.errs = append(o.errs, errs...)
+	switch {
+	case o.chroot == "":
+		o.chroot = root
+	case root != "" && root != o.chroot:
+		o.errs = append(o.errs, fmt.Errorf("zkrecipes: %w: chroot %q in the servers' addresses and %q from WithChroot differ", ErrInvalidArgument, root, o.chroot))
 	}
 	if err := errors.Join(o.errs...); err != nil {
 		return nil, err
@@ -79,9 +85,9 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 		o.tracers = otel.GetTracerProvider()
 	}
 	s, err := session.Connect(ctx, session.Config{
-		Servers: servers, Timeout: o.timeout, Logger: o.logger,
+		Servers: addrs, Chroot: o.chroot, Timeout: o.timeout, Logger: o.logger,
 		Auth: o.auth, ACL: o.acl, Dialer: o.dialer, Loss: o.loss, Tick: o.tick, TLS: o.tls,
-		Telemetry: telemetry.New(o.meters, o.tracers),
+		Telemetry: telemetry.New(telemetry.Config{Meters: o.meters, Tracers: o.tracers, PendingMaxAge: o.pending}),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("zkrecipes: %w", err)

@@ -22,7 +22,7 @@ const (
 // cancelled, with the Session's Err as its cause, the moment that session
 // ends. When it ends by expiry or loss, Supervise waits for run to return,
 // closes the Session, reconnects with jittered exponential back-off
-// (logged, and counted as zkrecipes.session.reconnects) and calls run again
+// (logged, and counted as zkrecipes.session.replaced) and calls run again
 // with a new Session. There are never two live Sessions of one Supervise:
 // run's ctx is cancelled, and run has returned, before a new one is made.
 //

@@ -14,11 +14,15 @@ import (
 
 var (
 	runFor   = flag.Duration("chaos.for", 0, "run TestChaos: the nemesis runs this long (0: skip)")
-	out      = flag.String("chaos.out", "", "directory for summary.txt, register.html, events.jsonl")
-	clients  = flag.Int("chaos.clients", 4, "client processes")
+	out      = flag.String("chaos.out", "", "directory for summary.txt, register.html, events.jsonl, history.json, and a failed run's servers/")
+	clients  = flag.Int("chaos.clients", 5, "client processes")
+	session  = flag.Duration("chaos.session", 3*time.Second, "the clients' session timeout")
+	faults   = flag.String("chaos.faults", "all", "faults, comma-separated: all, kill-server, kill-leader, isolate-follower, isolate-leader, partition, freeze-client, stop-holder, kill-client")
 	seed     = flag.Uint64("chaos.seed", 0, "nemesis seed (0: random)")
 	unfenced = flag.Bool("chaos.unfenced", false, "break the mutex workload's fencing on purpose: TestChaos must then fail")
+	deaf     = flag.Bool("chaos.deaf", false, "make holders ignore Done on purpose: TestChaos must then fail")
 	selftest = flag.Bool("chaos.selftest", false, "run TestCheckerCatchesUnfencedWrites")
+	recheck  = flag.String("chaos.recheck", "", "run TestRecheck: check again the run written to this directory")
 )
 
 // watchdog ends the test binary (and, through Pdeathsig, every server and
@@ -37,27 +41,54 @@ func TestChaos(t *testing.T) {
 	if *runFor <= 0 {
 		t.Skip("a long run: go test ./chaos -chaos.for=2m (make chaos)")
 	}
+	kinds, err := chaos.ParseFaults(*faults)
+	if err != nil {
+		t.Fatal(err)
+	}
 	zktest.CheckGoroutines(t)
 	watchdog(t, *runFor+20*time.Minute)
-	res := chaos.Run(t, chaos.Config{For: *runFor, Clients: *clients, Seed: *seed, Out: *out, Unfenced: *unfenced})
+	res := chaos.Run(t, chaos.Config{For: *runFor, Clients: *clients, SessionTimeout: *session, Faults: kinds,
+		Seed: *seed, Out: *out, Unfenced: *unfenced, Deaf: *deaf})
 	fmt.Print("\n" + res.Summary + "\n")
 	if len(res.Violations) > 0 {
 		t.Errorf("%d violations", len(res.Violations))
 	}
 }
 
+// TestRecheck checks again a run written to a directory (-chaos.out):
+// after a change to the checks, or to read a failed run's verdict again.
+func TestRecheck(t *testing.T) {
+	if *recheck == "" {
+		t.Skip("go test ./chaos -run TestRecheck -chaos.recheck=DIR")
+	}
+	h, err := chaos.LoadHistory(*recheck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := chaos.Check(h)
+	fmt.Print("\n" + res.Summary + "\n")
+	for _, v := range res.Violations {
+		t.Error(v)
+	}
+}
+
 // TestCheckerCatchesUnfencedWrites is the proof that the checks bite. It
-// runs the paused-holder scenario twice on the same kind of ensemble: the
-// nemesis only stops the mutex holder with SIGSTOP, right after it read the
-// register, for longer than its session timeout; another client takes the
-// lock and writes; the stopped one wakes and writes what it computed before.
+// runs the same faults twice on the same kind of ensemble: the nemesis
+// stops a mutex holder with SIGSTOP right after it read the register, and
+// freezes the connections of one just granted the mutex, each for longer
+// than its session timeout; meanwhile another client takes the lock and
+// writes; the stopped one wakes and writes what it computed before.
 //
-//   - with the clients' fencing broken on purpose (-unfenced: no token shown
-//     to the register, no look at the lease before writing), the stale write
-//     lands on top of newer ones and porcupine must find the history not
-//     linearizable;
-//   - with fencing, the register refuses the stale write and the same
-//     scenario must pass.
+//   - with the clients broken on purpose, twice over: no fencing
+//     (-unfenced: no token shown to the register, no look at the lease
+//     before writing) and deaf (-deaf: no holder watches Done, each holds
+//     its whole time and learns of a loss only from Unlock), the stale
+//     write lands on top of newer ones and porcupine must find the history
+//     not linearizable, and the frozen holder goes on holding after
+//     another is granted, which the check of leases' intervals must find;
+//   - unbroken, the register refuses the stale write, the frozen holder is
+//     told of its loss before anyone else is granted the lock, and the
+//     same faults must pass.
 func TestCheckerCatchesUnfencedWrites(t *testing.T) {
 	if !*selftest {
 		t.Skip("a long run: go test ./chaos -chaos.selftest (make chaos runs it)")
@@ -65,35 +96,45 @@ func TestCheckerCatchesUnfencedWrites(t *testing.T) {
 	zktest.CheckGoroutines(t)
 	d := 45 * time.Second
 	watchdog(t, 2*d+20*time.Minute)
-	cfg := chaos.Config{For: d, Clients: 3, Faults: []string{chaos.PauseProc}, Hold: 300 * time.Millisecond, Seed: *seed}
+	// Holds long enough that a holder frozen at its grant still holds when
+	// the ensemble has expired its session and granted the lock again.
+	cfg := chaos.Config{For: d, Clients: 3, Faults: []string{chaos.PauseProc, chaos.Freeze},
+		HoldMin: 5 * time.Second, HoldMax: 6 * time.Second, Work: 300 * time.Millisecond, Seed: *seed}
 	for _, broken := range []bool{true, false} {
-		name := map[bool]string{true: "unfenced", false: "fenced"}[broken]
+		name := map[bool]string{true: "unfenced-deaf", false: "fenced"}[broken]
 		t.Run(name, func(t *testing.T) {
 			c := cfg
-			c.Unfenced = broken
+			c.Unfenced, c.Deaf = broken, broken
 			if *out != "" {
 				c.Out = *out + "/selftest-" + name
 			}
 			res := chaos.Run(t, c)
 			fmt.Print("\n" + res.Summary + "\n")
-			lostUpdate := false
+			lostUpdate, twoHolders := false, false
 			for _, v := range res.Violations {
 				lostUpdate = lostUpdate || strings.HasPrefix(v.Rule, "register linearizable")
+				twoHolders = twoHolders || v.Rule == "mutex: one holder at a time"
 			}
-			paused := 0
+			paused, frozen := 0, 0
 			for _, f := range res.Faults {
-				if f.Kind == chaos.PauseProc {
+				switch f.Kind {
+				case chaos.PauseProc:
 					paused++
+				case chaos.Freeze:
+					frozen++
 				}
 			}
-			if paused == 0 {
-				t.Fatal("the nemesis paused no one")
+			if paused == 0 || frozen == 0 {
+				t.Fatalf("the nemesis paused %d and froze %d clients: the scenario did not happen", paused, frozen)
 			}
 			if broken && !lostUpdate {
 				t.Errorf("fencing broken on purpose and %d holders paused past their lease, yet no lost update was reported: the check does not bite", paused)
 			}
+			if broken && !twoHolders {
+				t.Errorf("holders deaf on purpose and %d of them frozen past their session, yet no two mutex holders at once were reported: the check does not bite", frozen)
+			}
 			if !broken && len(res.Violations) > 0 {
-				t.Errorf("with fencing: %d violations", len(res.Violations))
+				t.Errorf("unbroken: %d violations", len(res.Violations))
 			}
 			if !broken && res.Ops.Refused == 0 {
 				t.Errorf("with fencing, no stale request was refused: the scenario did not happen")

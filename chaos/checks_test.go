@@ -60,8 +60,8 @@ func TestExclusionAndTokens(t *testing.T) {
 
 	// A lower token granted after a higher one ended.
 	back := []record.Event{
-		ev(0, record.Mutex, record.Grant, 1, 20), ev(0, record.Mutex, record.Release, 100, 20),
-		ev(1, record.Mutex, record.Grant, 150, 10), ev(1, record.Mutex, record.Release, 200, 10),
+		ev(0, record.Mutex, record.Grant, 1, 20), ev(0, record.Mutex, record.Release, 100, 20), ev(0, record.Mutex, record.Unlocked, 101, 20),
+		ev(1, record.Mutex, record.Grant, 150, 10), ev(1, record.Mutex, record.Release, 200, 10), ev(1, record.Mutex, record.Unlocked, 201, 10),
 	}
 	ls = Leases(back, record.Mutex, nil, nil, 1000*ms)
 	if vs := CheckTokenOrder(ls, "tokens"); len(vs) != 1 {

@@ -7,29 +7,47 @@
 // [Register]) and a few client processes (cmd/chaosclient), each running
 // every workload: a Mutex guarding read-modify-writes of the register, an
 // Election with observers, a Semaphore, and a fairqueue with producers and
-// consumers. A nemesis then injects, one at a time, each healed before the
-// next: kill -9 of a server or of the leader (then restart), a partition of
-// one server from the others, a client's connections frozen past its
-// session timeout, a client stopped with SIGSTOP past its session timeout
-// (right after it read the register under the mutex: the holder that
-// pauses and wakes up to write, Kleppmann's scenario), and kill -9 of a
-// client (then a new one in its place).
+// consumers. Holders hold for real: a lease for 0.5 to 4 s (the register's
+// read-modify-write first), one job in eight for up to 4 s. The first
+// clients are pinned, one to each server, so that every server has
+// holders on it.
+//
+// A nemesis then injects, one at a time, each healed before the next:
+//
+//   - kill -9 of a server, or of the leader, then a restart;
+//   - a follower on which a lease was just granted cut off from its peers
+//     while its clients still reach it, for the session timeout plus 3 to
+//     7 s: it answers their pings on its own for syncLimit x tickTime (5 s
+//     here) while the leader, which hears nothing of them, expires their
+//     sessions and grants their locks to others;
+//   - the leader cut off likewise;
+//   - the connections of a client just granted the mutex frozen past its
+//     session timeout;
+//   - a holder stopped with SIGSTOP past its session timeout right after it
+//     read the register (the holder that wakes up to write: Kleppmann's
+//     scenario);
+//   - kill -9 of a client, then a new one in its place.
 //
 // Every client records what it did, stamped with the machine's monotonic
-// clock (package record). The checks:
+// clock (package record), including, from a goroutine waiting on each
+// lease's and Job's Done, the moment it closed. The checks read the records
+// in the order things happened ([Ordered]: by that clock, each process's own
+// order kept), not in the order they arrived through the processes' pipes:
 //
+//   - leases: each lease and each Job's claim of an item is an interval
+//     from its grant to the earliest moment its holder could know it no
+//     longer held it (see [Lease]: a release counts from when it was sent
+//     only if it was confirmed). No two of the mutex's or the election's
+//     may overlap, no more than the semaphore's permits, no two claims of
+//     one item: the library promises a holder is told of a loss before
+//     anyone else is granted;
 //   - register: the history of reads and writes, checked for
 //     linearizability with porcupine against a register written only by
 //     read-modify-writes, so that any lost update is caught; its HTML
 //     visualisation is written next to the summary;
-//   - mutex: one holder at a time among the leases that look held, tokens
-//     increasing over successive holders, and losses reported before the
-//     next grant (see [Lease] for what "looks held" means for a paused
-//     holder);
-//   - election: one leader at a time, one leader per term, terms
-//     increasing, observers never going back to an older term and all
-//     converging on the latest leader;
-//   - semaphore: never more holders than permits;
+//   - mutex and election: tokens (terms) increasing over successive
+//     holders, one leader per term, observers never going back to an older
+//     term and all converging on the latest leader;
 //   - queue: every item whose Put succeeded acked, none acked twice, no
 //     phantom, each consumer's ids going backwards only on redelivery;
 //   - honesty: what a client was told. An Unlock that returned nil or a raw
@@ -38,9 +56,23 @@
 //     (Both were found by this suite, and fixed; -chaos.findings runs
 //     TestUnlockAfterLossReportsLoss, the first one's reproduction, which
 //     make chaos runs too.)
+//   - ensemble: once the run is over, every server is read alone (a session
+//     with that server only, after a sync) and the servers' trees under the
+//     run's root are compared node by node: children, czxid, mzxid, pzxid,
+//     version, cversion, ephemeralOwner. A disagreement is reported as the
+//     ensemble's, naming the servers, paths and fields that differ; the
+//     recipes' violations of the same run may follow from it.
+//
+// A violation names the fault it happened during (or after). A failed run
+// keeps the servers' logs and data directories in its output directory
+// (servers/), with events.jsonl and history.json, from which TestRecheck
+// (-chaos.recheck=DIR) checks it again.
 //
 // The tests run only when asked: `go test ./chaos -chaos.for=2m` (make
-// chaos). -chaos.selftest runs the proof that the checks bite: the same
-// paused-holder scenario with the clients' fencing broken on purpose must
-// be reported, and with fencing must not.
+// chaos); -chaos.faults=isolate-follower,... picks faults, -chaos.session
+// the session timeout. -chaos.selftest runs the proof that the checks bite:
+// the same faults (holders stopped and frozen just after their grant) with
+// the clients broken on purpose, unfenced and deaf to Done, must be
+// reported as lost updates and as two mutex holders at once, and unbroken
+// must not.
 package chaos

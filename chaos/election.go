@@ -13,7 +13,7 @@ func CheckTerms(leases []*Lease) []Violation {
 	var out []Violation
 	for _, l := range leases {
 		if o, ok := owner[l.Tok]; ok && (o.P != l.P || o.Inc != l.Inc || o.Sid != l.Sid) {
-			out = append(out, Violation{"one leader per term", fmt.Sprintf("term %d led by client %d.%d (session 0x%x) and by client %d.%d (session 0x%x)", l.Tok, o.P, o.Inc, o.Sid, l.P, l.Inc, l.Sid)})
+			out = append(out, Violation{"one leader per term", fmt.Sprintf("term %d led by client %d.%d (session 0x%x) and by client %d.%d (session 0x%x)", l.Tok, o.P, o.Inc, o.Sid, l.P, l.Inc, l.Sid), l.Start})
 			continue
 		}
 		owner[l.Tok] = l
@@ -30,7 +30,7 @@ func CheckObservers(events []record.Event) (reports int, vs []Violation) {
 		sid    int64
 	}
 	last := map[key]int64{}
-	for _, e := range events {
+	for _, e := range Ordered(events) {
 		if e.W != record.Observe || e.K != record.Obs {
 			continue
 		}
@@ -40,7 +40,7 @@ func CheckObservers(events []record.Event) (reports int, vs []Violation) {
 		}
 		k := key{e.P, e.Inc, e.Sid}
 		if prev, ok := last[k]; ok && e.Tok < prev {
-			vs = append(vs, Violation{"observers never go back", fmt.Sprintf("client %d.%d (session 0x%x) was told of term %d after term %d", e.P, e.Inc, e.Sid, e.Tok, prev)})
+			vs = append(vs, Violation{"observers never go back", fmt.Sprintf("client %d.%d (session 0x%x) was told of term %d after term %d", e.P, e.Inc, e.Sid, e.Tok, prev), e.T})
 		}
 		last[k] = max(last[k], e.Tok)
 	}
@@ -52,7 +52,7 @@ func CheckObservers(events []record.Event) (reports int, vs []Violation) {
 // reported anything.
 func LastObserved(events []record.Event, live map[int]int) map[int]string {
 	out := map[int]string{}
-	for _, e := range events {
+	for _, e := range Ordered(events) {
 		if e.W == record.Observe && e.K == record.Obs && live[e.P] == e.Inc {
 			out[e.P] = e.ID
 		}

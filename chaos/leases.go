@@ -4,29 +4,58 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/zkrecipes/zkrecipes/chaos/record"
 )
 
-// Lease is one lock, permit or leadership as its holder saw it.
+// Lease is one lock, permit or leadership, or one claim of a queue item by
+// a Job, as its holder saw it: the interval [Start, End] during which the
+// holder could believe it held it. Two leases of one lock must never
+// overlap (for a semaphore, no more than its permits), nor two claims of
+// one item.
 //
-// It "looks held" from Start, when Lock (Acquire, Campaign) returned, until
-// End: the first of its holder learning that it was lost (Done closed),
-// its holder starting to release it, its process being killed, and the end
-// of the run.
+// Start is when Lock (Acquire, Campaign, Take) returned: the Grant (Take)
+// event, written after the call returned.
+//
+// End is the earliest moment the holder could know it no longer held it,
+// as the holder saw it (events of its own process):
+//
+//   - Released: Unlock (Resign, Ack) was called at R and the release was
+//     confirmed: it returned nil, or Done later closed with ErrReleased (a
+//     release that outlived its ctx, confirmed in the background). Then End
+//     is R. The holder acts on the lease no more once it calls Unlock, and
+//     a confirmed release proves the lease's node stood until the release
+//     removed it, after R, so that no one else could be granted before R.
+//     R is safe only because the release was confirmed: an unconfirmed one
+//     proves nothing about when the lease ended.
+//   - Otherwise, the first of: Done closing with a loss (the Lost event,
+//     written by a goroutine that waits on Done); Unlock returning
+//     ErrLockLost (for a Job: Ack returning any error: the claim lost, or
+//     the outcome unknown; either way the consumer knows it may not hold
+//     the item any more). An Unlock that returned another error (its ctx
+//     ended; the release goes on in the background) does not end the
+//     lease: its holder cannot know yet.
+//   - Failing those, when its process was killed (reaped: Died), or the end
+//     of the run (Running).
+//
+// The library promises that a holder is told of a loss before anyone else
+// is granted the lock (the item): an overlap is that promise broken.
 //
 // A holder that was stopped with SIGSTOP cannot be told anything while it
 // is stopped, nor check anything before it acts once it runs again: that
 // is the case fencing exists for. So when a pause of the holder's process
-// overlaps a lease that did not end by a clean release (its Unlock found
-// it lost, or its Done closed), the lease counts as Paused: it looks held
-// only until the pause began, and what the holder did after waking is the
-// fenced register's business (see CheckRegister).
+// overlaps a lease that was not released cleanly, the lease counts as
+// Paused: it ends at the start of the pause, and what the holder did after
+// waking is the fenced register's business (see CheckRegister). How soon
+// it was told after waking is counted (WakeStats), not judged.
 type Lease struct {
 	W        string
 	P, Inc   int
-	Sid, Tok int64
-	Acq      int64 // when Lock was called
+	Sid, Tok int64  // for a Job's claim, Tok is the delivery's attempt
+	ID       string // a Job's item
+	Srv      string // the server its session was on when it was granted
+	Acq      int64  // when Lock was called
 	Start    int64
 	End      int64 // after truncation for a pause
 	How      string
@@ -36,10 +65,15 @@ type Lease struct {
 	// nil or an error other than ErrLockLost (or a timeout).
 	Misreported bool
 	UnlockErr   string
-	lostAt      int64
-	releaseAt   int64
-	unlockedAt  int64
-	lostByRel   bool
+	// Told is when its holder was told it no longer held it (0: never);
+	// Woke, for a paused lease, when its process was resumed.
+	Told, Woke int64
+	lostAt     int64
+	freedAt    int64
+	releaseAt  int64
+	unlockedAt int64
+	lostByRel  bool
+	job        bool
 }
 
 // How a lease ended.
@@ -56,8 +90,8 @@ type Pause struct {
 	Start, End int64
 }
 
-// Leases rebuilds the leases of workload w from the events, in the order
-// each process wrote them. deaths gives, for a killed process (slot,
+// Leases rebuilds the leases of workload w from the events (in the order
+// they happened: see Ordered). deaths gives, for a killed process (slot,
 // incarnation), when it was reaped; end is the end of the run.
 func Leases(events []record.Event, w string, pauses []Pause, deaths map[[2]int]int64, end int64) []*Lease {
 	type key struct {
@@ -68,7 +102,7 @@ func Leases(events []record.Event, w string, pauses []Pause, deaths map[[2]int]i
 	acq := map[[2]int]int64{}
 	ended := map[int64]int64{} // session id -> when its process learned it ended
 	var out []*Lease
-	for _, e := range events {
+	for _, e := range Ordered(events) {
 		if e.K == record.Ended {
 			if _, ok := ended[e.Sid]; !ok {
 				ended[e.Sid] = e.T
@@ -80,77 +114,145 @@ func Leases(events []record.Event, w string, pauses []Pause, deaths map[[2]int]i
 		}
 		pk := [2]int{e.P, e.Inc}
 		k := key{e.P, e.Inc, e.Tok}
-		switch e.K {
-		case record.Acquiring:
+		if e.K == record.Acquiring {
 			acq[pk] = e.T
-		case record.Grant:
-			l := &Lease{W: w, P: e.P, Inc: e.Inc, Sid: e.Sid, Tok: e.Tok, Acq: acq[pk], Start: e.T}
+			continue
+		}
+		if e.K == record.Grant {
+			l := &Lease{W: w, P: e.P, Inc: e.Inc, Sid: e.Sid, Tok: e.Tok, Srv: e.Srv, Acq: acq[pk], Start: e.T}
 			if l.Acq == 0 {
 				l.Acq = e.T
 			}
 			byKey[k] = l
 			out = append(out, l)
-		case record.Lost:
-			if l := byKey[k]; l != nil && l.lostAt == 0 {
-				l.lostAt = e.T
-			}
-		case record.Release:
-			if l := byKey[k]; l != nil {
-				l.releaseAt = e.T
-			}
-		case record.Unlocked:
-			if l := byKey[k]; l != nil {
-				l.unlockedAt, l.UnlockErr = e.T, e.Err
-				l.lostByRel = e.F == "lost"
+			continue
+		}
+		if l := byKey[k]; l != nil {
+			l.note(e, e.K == record.Unlocked && e.F == "lost")
+		}
+	}
+	for _, l := range out {
+		l.finish(ended, pauses, deaths, end)
+	}
+	return out
+}
+
+// Claims rebuilds the claims of queue items by Jobs: each from its Take to
+// its end, by the rules of Lease (Acking is the call of Ack; an Ack that
+// returned an error ends the claim when it returned).
+func Claims(events []record.Event, pauses []Pause, deaths map[[2]int]int64, end int64) []*Lease {
+	type key struct {
+		p, inc int
+		id     string
+	}
+	open := map[key]*Lease{} // the latest Take of each item by each process
+	var out []*Lease
+	for _, e := range Ordered(events) {
+		if e.W != record.Queue {
+			continue
+		}
+		k := key{e.P, e.Inc, e.ID}
+		switch e.K {
+		case record.Take:
+			l := &Lease{W: record.Queue, P: e.P, Inc: e.Inc, Sid: e.Sid, Tok: int64(e.N), ID: e.ID, Srv: e.Srv, Acq: e.T, Start: e.T, job: true}
+			open[k] = l
+			out = append(out, l)
+		case record.Acking, record.Ack, record.AckErr, record.Lost:
+			if l := open[k]; l != nil {
+				kind := map[string]string{record.Acking: record.Release, record.Ack: record.Unlocked, record.AckErr: record.Unlocked, record.Lost: record.Lost}[e.K]
+				e.K = kind
+				l.note(e, kind == record.Unlocked && e.Err != "")
 			}
 		}
 	}
 	for _, l := range out {
-		switch {
-		case l.lostAt != 0 && (l.releaseAt == 0 || l.lostAt < l.releaseAt):
-			l.How, l.End = LostHow, l.lostAt
-		case l.releaseAt != 0:
-			l.End = l.releaseAt
-			l.How = Released
-			if e, ok := ended[l.Sid]; ok && l.unlockedAt != 0 && e <= l.unlockedAt {
-				// Its session was over before Unlock returned: whatever
-				// Unlock said, no live session confirmed the release.
-				l.How = LostHow
-			}
-			if l.lostByRel || l.lostAt != 0 {
-				l.How = LostHow // released, but it had been lost already
-			}
-			if l.How == LostHow && l.unlockedAt != 0 && !l.lostByRel && !strings.Contains(l.UnlockErr, "deadline exceeded") {
-				l.Misreported = true
-			}
-		default:
-			if d, ok := deaths[[2]int{l.P, l.Inc}]; ok {
-				l.How, l.End = Died, d
-			} else {
-				l.How, l.End = Running, end
-			}
-		}
-		if l.How == Released {
-			continue
-		}
-		last := int64(-1)
-		for _, p := range pauses {
-			if p.P == l.P && p.Inc == l.Inc && p.Start < l.End && p.End > l.Acq {
-				last = max(last, p.Start)
-			}
-		}
-		if last >= 0 {
-			l.Paused = true
-			l.End = max(l.Start, min(l.End, last))
-		}
+		l.finish(nil, pauses, deaths, end)
 	}
 	return out
+}
+
+// note records one event of the lease (Lost, Freed, Release, Unlocked);
+// toldLost says that an Unlocked told its holder the lease was lost.
+func (l *Lease) note(e record.Event, toldLost bool) {
+	switch e.K {
+	case record.Lost:
+		if l.lostAt == 0 {
+			l.lostAt = e.T
+		}
+	case record.Freed:
+		if l.freedAt == 0 {
+			l.freedAt = e.T
+		}
+	case record.Release:
+		if l.releaseAt == 0 {
+			l.releaseAt = e.T
+		}
+	case record.Unlocked:
+		if l.unlockedAt == 0 {
+			l.unlockedAt, l.UnlockErr, l.lostByRel = e.T, e.Err, toldLost
+		}
+	}
+}
+
+// finish works out how and when the lease ended (see Lease).
+func (l *Lease) finish(ended map[int64]int64, pauses []Pause, deaths map[[2]int]int64, end int64) {
+	confirmed := l.releaseAt != 0 && ((l.unlockedAt != 0 && l.UnlockErr == "") || l.freedAt != 0)
+	lost := l.lostAt != 0 || l.lostByRel
+	if e, ok := ended[l.Sid]; ok && l.unlockedAt != 0 && e <= l.unlockedAt {
+		// Its session was over before Unlock returned: whatever Unlock
+		// said, no live session confirmed the release.
+		lost = true
+	}
+	told := int64(0)
+	first := func(t int64) {
+		if t != 0 && (told == 0 || t < told) {
+			told = t
+		}
+	}
+	first(l.lostAt)
+	if l.lostByRel {
+		first(l.unlockedAt)
+	}
+	switch {
+	case confirmed && !lost:
+		l.How, l.End, l.Told = Released, l.releaseAt, l.releaseAt
+		return
+	case confirmed:
+		// Released, but lost already, and Unlock did not say so.
+		first(l.releaseAt)
+		l.How, l.End = LostHow, told
+	case told != 0:
+		l.How, l.End = LostHow, told
+	default:
+		if d, ok := deaths[[2]int{l.P, l.Inc}]; ok {
+			l.How, l.End = Died, d
+		} else {
+			l.How, l.End = Running, end
+		}
+	}
+	l.Told = told
+	if !l.job && l.How == LostHow && l.unlockedAt != 0 && !l.lostByRel && !strings.Contains(l.UnlockErr, "deadline exceeded") {
+		l.Misreported = true
+	}
+	last := int64(-1)
+	for _, p := range pauses {
+		if p.P == l.P && p.Inc == l.Inc && p.Start < l.End && p.End > l.Acq {
+			if p.Start > last {
+				last, l.Woke = p.Start, p.End
+			}
+		}
+	}
+	if last >= 0 {
+		l.Paused = true
+		l.End = max(l.Start, min(l.End, last))
+	}
 }
 
 // Violation is one broken rule, with what shows it.
 type Violation struct {
 	Rule   string
 	Detail string
+	At     int64 `json:",omitempty"` // when it happened, on the shared clock (0: not one moment)
 }
 
 func (v Violation) String() string { return v.Rule + ": " + v.Detail }
@@ -168,7 +270,11 @@ func CheckExclusion(leases []*Lease, n int, rule string) []Violation {
 		}
 		active = append(active, l)
 		if len(active) > n {
-			out = append(out, Violation{rule, fmt.Sprintf("%d holders at once, at most %d allowed: %s", len(active), n, describe(active, l.Start))})
+			until := l.End
+			for _, a := range active {
+				until = min(until, a.End)
+			}
+			out = append(out, Violation{rule, fmt.Sprintf("%d holders at once for %.1fms, at most %d allowed: %s", len(active), float64(until-l.Start)/1e6, n, describe(active, l.Start)), l.Start})
 		}
 	}
 	return out
@@ -199,7 +305,7 @@ func CheckTokenOrder(leases []*Lease, rule string) []Violation {
 			}
 		}
 		if top != nil && top.Tok >= b.Tok && top != b {
-			out = append(out, Violation{rule, fmt.Sprintf("token %d granted after token %d had ended: %s", b.Tok, top.Tok, describe([]*Lease{top, b}, b.Start))})
+			out = append(out, Violation{rule, fmt.Sprintf("token %d granted after token %d had ended: %s", b.Tok, top.Tok, describe([]*Lease{top, b}, b.Start)), b.Start})
 		}
 	}
 	return out
@@ -233,13 +339,64 @@ func describe(ls []*Lease, at int64) string {
 		if i > 0 {
 			s += "; "
 		}
-		s += fmt.Sprintf("client %d.%d token %d session 0x%x held %s..%s (%s%s)", l.P, l.Inc, l.Tok, l.Sid, rel(l.Start, at), rel(l.End, at), l.How, map[bool]string{true: ", paused", false: ""}[l.Paused])
+		what := fmt.Sprintf("token %d", l.Tok)
+		if l.job {
+			what = fmt.Sprintf("item %s attempt %d", l.ID, l.Tok)
+		}
+		on := ""
+		if l.Srv != "" {
+			on = " on " + l.Srv
+		}
+		how := l.How
+		if l.Paused {
+			how += ", paused"
+		}
+		if l.How != Released && l.releaseAt != 0 && l.releaseAt < l.End {
+			how += fmt.Sprintf("; its release, sent at %s, unconfirmed", rel(l.releaseAt, at))
+		}
+		s += fmt.Sprintf("client %d.%d %s session 0x%x%s held %s..%s (%s)", l.P, l.Inc, what, l.Sid, on, rel(l.Start, at), rel(l.End, at), how)
 	}
-	return s
+	return s + fmt.Sprintf(" [at %s on the run's clock]", clock(at))
+}
+
+// CheckClaims finds moments when two Jobs claimed one item at once.
+func CheckClaims(claims []*Lease) []Violation {
+	byItem := map[string][]*Lease{}
+	var items []string
+	for _, l := range claims {
+		if _, ok := byItem[l.ID]; !ok {
+			items = append(items, l.ID)
+		}
+		byItem[l.ID] = append(byItem[l.ID], l)
+	}
+	slices.Sort(items)
+	var out []Violation
+	for _, id := range items {
+		if len(byItem[id]) > 1 {
+			out = append(out, CheckExclusion(byItem[id], 1, "queue: one claim per item")...)
+		}
+	}
+	return out
+}
+
+// WakeStats counts the paused leases whose holder was told of the loss
+// after it woke, and the longest it ran before it was told.
+func WakeStats(leases []*Lease) (n int, longest time.Duration) {
+	for _, l := range leases {
+		if l.Paused && l.Told > l.Woke && l.Woke > 0 {
+			n++
+			longest = max(longest, time.Duration(l.Told-l.Woke))
+		}
+	}
+	return n, longest
 }
 
 // rel writes t relative to at, in milliseconds.
 func rel(t, at int64) string { return fmt.Sprintf("%+.1fms", float64(t-at)/1e6) }
+
+// clock writes a time of the shared monotonic clock in seconds, as
+// faults.txt and events.jsonl (in nanoseconds) have it.
+func clock(t int64) string { return fmt.Sprintf("%.3fs", float64(t)/1e9) }
 
 func cmpInt(a, b int64) int {
 	switch {

@@ -79,7 +79,7 @@ func RegisterHistory(events []record.Event, log map[string]applied) (ops []porcu
 	}
 	byOp := map[string]*pending{}
 	var order []string
-	for _, e := range events {
+	for _, e := range Ordered(events) {
 		if e.W != record.Mutex {
 			continue
 		}
@@ -140,9 +140,9 @@ func CheckRegister(ops []porcupine.Operation, htmlPath string, timeout time.Dura
 	var vs []Violation
 	switch res {
 	case porcupine.Illegal:
-		vs = append(vs, Violation{"register linearizable", fmt.Sprintf("porcupine: history of %d operations is not linearizable: an accepted write overwrote a value its writer had not read (lost update); see %s", len(ops), htmlPath)})
+		vs = append(vs, Violation{"register linearizable", fmt.Sprintf("porcupine: history of %d operations is not linearizable: an accepted write overwrote a value its writer had not read (lost update); see %s", len(ops), htmlPath), 0})
 	case porcupine.Unknown:
-		vs = append(vs, Violation{"register linearizable", fmt.Sprintf("porcupine: no verdict within %v", timeout)})
+		vs = append(vs, Violation{"register linearizable", fmt.Sprintf("porcupine: no verdict within %v", timeout), 0})
 	}
 	return res, vs, err
 }

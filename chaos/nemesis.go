@@ -3,6 +3,9 @@ package chaos
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -15,14 +18,59 @@ import (
 const (
 	KillServer = "kill -9 a server"   // then restart it
 	KillLeader = "kill -9 the leader" // then restart it
-	Partition  = "partition a server" // cut its links to the other members, then heal
-	Freeze     = "freeze a client"    // its connections, past its session timeout
-	PauseProc  = "SIGSTOP a client"   // past its session timeout, mid-write when it holds the mutex
-	KillClient = "kill -9 a client"   // then start a new one in its slot
+	// IsolateFollower cuts a follower on which a holder's session sits from
+	// the other members, past the session timeout, while its clients still
+	// reach it: the follower answers them on its own for syncLimit x
+	// tickTime while the leader expires their sessions.
+	IsolateFollower = "isolate a holder's follower"
+	// IsolateLeader does the same to the leader (with a holder on it when
+	// there is one within a few seconds).
+	IsolateLeader = "isolate the leader"
+	Partition     = "partition a server" // any server, the leader half the time (not in AllFaults)
+	Freeze        = "freeze a client"    // its connections, past its session timeout, just after a grant
+	PauseProc     = "SIGSTOP a holder"   // past its session timeout, mid-hold (just after it read the register)
+	KillClient    = "kill -9 a client"   // then start a new one in its slot
 )
 
-// AllFaults is every kind, in the order the summary lists them.
-var AllFaults = []string{KillServer, KillLeader, Partition, Freeze, PauseProc, KillClient}
+// AllFaults is every kind run by default, in the order the summary lists
+// them.
+var AllFaults = []string{KillServer, KillLeader, IsolateFollower, IsolateLeader, Freeze, PauseProc, KillClient}
+
+// faultNames are the kinds' names for flags (-chaos.faults).
+var faultNames = map[string]string{
+	"kill-server":      KillServer,
+	"kill-leader":      KillLeader,
+	"isolate-follower": IsolateFollower,
+	"isolate-leader":   IsolateLeader,
+	"partition":        Partition,
+	"freeze-client":    Freeze,
+	"stop-holder":      PauseProc,
+	"kill-client":      KillClient,
+}
+
+// ParseFaults turns a comma-separated list of fault names (kill-server,
+// kill-leader, isolate-follower, isolate-leader, partition, freeze-client,
+// stop-holder, kill-client; "all" for AllFaults) into kinds.
+func ParseFaults(list string) ([]string, error) {
+	var out []string
+	for name := range strings.SplitSeq(list, ",") {
+		name = strings.TrimSpace(name)
+		switch k, ok := faultNames[name]; {
+		case name == "all":
+			out = append(out, AllFaults...)
+		case ok:
+			out = append(out, k)
+		default:
+			var names []string
+			for n := range faultNames {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			return nil, fmt.Errorf("chaos: unknown fault %q (known: all, %s)", name, strings.Join(names, ", "))
+		}
+	}
+	return out, nil
+}
 
 // Fault is one fault injected.
 type Fault struct {
@@ -38,9 +86,9 @@ type nemesis struct {
 	cs      *Clients
 	rng     *rand.Rand
 	timeout time.Duration // the clients' session timeout
+	holdMax time.Duration // the longest a lease is held
 	kinds   []string
-	reads   chan int // slots that just read the register under the mutex
-	holder  func() int
+	held    *holders
 
 	faults []Fault
 	pauses []Pause
@@ -78,6 +126,13 @@ func (n *nemesis) past() time.Duration {
 	return n.timeout + n.timeout/3 + n.between(0, n.timeout)
 }
 
+// cut is how long a server stays isolated: past the session timeout by
+// enough for the ensemble to expire the sessions on it and grant their
+// locks to others.
+func (n *nemesis) cut() time.Duration {
+	return n.between(n.timeout+3*time.Second, n.timeout+7*time.Second)
+}
+
 func (n *nemesis) inject(kind string) {
 	f := Fault{Kind: kind, Start: record.Now()}
 	servers := len(n.cluster.Addrs())
@@ -93,25 +148,27 @@ func (n *nemesis) inject(kind string) {
 		n.cluster.Stop(i)
 		time.Sleep(n.between(2*time.Second, 5*time.Second))
 		n.cluster.Restart(i)
-	case Partition:
-		i := n.rng.IntN(servers)
-		if n.rng.IntN(2) == 0 {
-			if l := n.cluster.Leader(); l >= 0 {
-				i = l
-			}
+	case IsolateFollower, IsolateLeader, Partition:
+		i, on := n.isolated(kind)
+		if i < 0 {
+			n.t.Logf("chaos: %s: no leader to tell the followers by; skipped", kind)
+			return
 		}
-		f.Target = fmt.Sprintf("server %d", i)
+		f.Target = fmt.Sprintf("server %d %s, %s", i, n.cluster.Addr(i), describeHoldings("holders on it", on))
+		f.Start = record.Now()
 		n.cluster.Isolate(i)
-		time.Sleep(n.between(6*time.Second, 10*time.Second))
+		time.Sleep(n.cut())
 		n.cluster.Heal()
+		n.waitHealthy()
 	case Freeze:
-		slot := n.target()
+		slot := n.fresh()
 		p := n.cs.Get(slot)
 		if p == nil {
 			return
 		}
 		d := n.past()
-		f.Target = fmt.Sprintf("client %d.%d for %v", slot, p.Inc(), d.Round(time.Millisecond))
+		f.Target = fmt.Sprintf("client %d.%d for %v, %s", slot, p.Inc(), d.Round(time.Millisecond), describeHoldings("holding", n.held.of(slot)))
+		f.Start = record.Now()
 		p.Send(fmt.Sprintf("freeze %d", d.Milliseconds()))
 		time.Sleep(d)
 	case PauseProc:
@@ -121,19 +178,23 @@ func (n *nemesis) inject(kind string) {
 			return
 		}
 		d := n.past()
-		f.Target = fmt.Sprintf("client %d.%d for %v", slot, p.Inc(), d.Round(time.Millisecond))
+		held := n.held.of(slot)
 		start := record.Now()
 		p.Signal(syscall.SIGSTOP)
+		f.Start = start
+		f.Target = fmt.Sprintf("client %d.%d for %v, %s", slot, p.Inc(), d.Round(time.Millisecond), describeHoldings("holding", held))
 		time.Sleep(d)
 		p.Signal(syscall.SIGCONT)
 		n.pauses = append(n.pauses, Pause{P: slot, Inc: p.Inc(), Start: start, End: record.Now()})
 	case KillClient:
 		slot := n.target()
+		held := n.held.of(slot)
 		inc := n.cs.Kill(slot)
 		if inc >= 0 {
 			n.deaths[[2]int{slot, inc}] = record.Now()
 		}
-		f.Target = fmt.Sprintf("client %d.%d", slot, inc)
+		n.held.forget(slot)
+		f.Target = fmt.Sprintf("client %d.%d, %s", slot, inc, describeHoldings("holding", held))
 		time.Sleep(n.between(time.Second, 3*time.Second))
 		if _, err := n.cs.Start(slot); err != nil {
 			n.t.Logf("chaos: restart client %d: %v", slot, err)
@@ -143,30 +204,125 @@ func (n *nemesis) inject(kind string) {
 	n.faults = append(n.faults, f)
 }
 
-// target picks the slot that holds the mutex, else any.
+// isolated picks the server to isolate and says which holders' sessions
+// sit on it. For IsolateFollower, the follower on which a lease was just
+// granted (it waits up to the longest hold for one): cut off now, its
+// holder goes on holding past the moment the ensemble expires its session,
+// unless the library tells it in time; failing that, the follower with the
+// most holders, or any. For IsolateLeader, the leader, likewise just after
+// a grant on it if one comes. For Partition, any server, the leader half
+// the time. -1 when there is no leader to tell.
+func (n *nemesis) isolated(kind string) (int, []Holding) {
+	addrs := n.cluster.Addrs()
+	on := func(i int) []Holding { return n.held.on(addrs[i]) }
+	if kind == Partition {
+		i := n.rng.IntN(len(addrs))
+		if n.rng.IntN(2) == 0 {
+			if l := n.cluster.Leader(); l >= 0 {
+				i = l
+			}
+		}
+		return i, on(i)
+	}
+	leader := -1
+	for deadline := time.Now().Add(5 * time.Second); leader < 0; time.Sleep(100 * time.Millisecond) {
+		if leader = n.cluster.Leader(); leader < 0 && time.Now().After(deadline) {
+			return -1, nil
+		}
+	}
+	want := func(i int) bool { return (i == leader) == (kind == IsolateLeader) }
+	grants := latest(n.held.leases)
+	timeout := time.After(n.holdMax + time.Second)
+	for waiting := true; waiting; {
+		select {
+		case g := <-grants:
+			if i := slices.Index(addrs, g.Srv); i >= 0 && want(i) {
+				return i, on(i)
+			}
+		case <-timeout:
+			waiting = false
+		}
+	}
+	best, most := -1, -1
+	for i := range addrs {
+		if h := leases(on(i)); want(i) && (h > most || (h == most && n.rng.IntN(2) == 0)) {
+			best, most = i, h
+		}
+	}
+	return best, on(best)
+}
+
+// leases counts the holdings of locks, permits and leaderships (not jobs).
+func leases(hs []Holding) int {
+	c := 0
+	for _, h := range hs {
+		if h.W != record.Queue {
+			c++
+		}
+	}
+	return c
+}
+
+// waitHealthy waits (up to a minute) until every server serves, one as the
+// leader: an isolated server has rejoined.
+func (n *nemesis) waitHealthy() {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		leaders, members := 0, 0
+		for _, a := range n.cluster.Addrs() {
+			reply, err := zktest.FourLetter(a, "srvr")
+			switch {
+			case err != nil:
+			case strings.Contains(reply, "Mode: leader"):
+				leaders++
+				members++
+			case strings.Contains(reply, "Mode: follower"):
+				members++
+			}
+		}
+		if leaders == 1 && members == len(n.cluster.Addrs()) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	n.t.Logf("chaos: the ensemble is not whole a minute after healing")
+}
+
+// target picks a slot that holds the mutex, else one that holds anything,
+// else any (and any at all one time in four).
 func (n *nemesis) target() int {
-	if h := n.holder(); h >= 0 && n.rng.IntN(4) != 0 {
-		return h
+	if n.rng.IntN(4) != 0 {
+		if s := n.held.slot(record.Mutex); s >= 0 {
+			return s
+		}
+		if s := n.held.slot(""); s >= 0 {
+			return s
+		}
 	}
 	return n.rng.IntN(n.cs.N())
 }
 
-// midWrite waits (up to three seconds) for a mutex holder to have read the
-// register, and returns its slot: stopped now, it wakes past its lease with
-// its write still to do. Kleppmann's scenario.
-func (n *nemesis) midWrite() int {
-drain:
-	for {
-		select {
-		case <-n.reads: // stale
-		default:
-			break drain
-		}
-	}
+// fresh waits (up to the longest hold) for a client to be granted the
+// mutex, and returns its slot: cut off now, it is cut off for the most of
+// its hold. Else target().
+func (n *nemesis) fresh() int {
 	select {
-	case slot := <-n.reads:
+	case slot := <-latest(n.held.grants):
 		return slot
-	case <-time.After(3 * time.Second):
+	case <-time.After(n.holdMax + time.Second):
+		return n.target()
+	}
+}
+
+// midWrite waits (up to the longest hold) for a mutex holder to have read
+// the register, and returns its slot: stopped now, it wakes past its lease
+// with its write still to do. Kleppmann's scenario. Else a holder of
+// anything (target).
+func (n *nemesis) midWrite() int {
+	select {
+	case slot := <-latest(n.held.reads):
+		return slot
+	case <-time.After(n.holdMax + time.Second):
 		return n.target()
 	}
 }
@@ -189,4 +345,21 @@ func (n *nemesis) heal() {
 			n.cluster.Restart(i)
 		}
 	}
+}
+
+// describeHoldings says what holders a fault hit.
+func describeHoldings(what string, hs []Holding) string {
+	if len(hs) == 0 {
+		return what + ": none"
+	}
+	var parts []string
+	for _, h := range hs {
+		what := fmt.Sprintf("%s token %d", h.W, h.Tok)
+		if h.W == record.Queue {
+			what = "job " + h.ID
+		}
+		parts = append(parts, fmt.Sprintf("client %d.%d %s", h.Slot, h.Inc, what))
+	}
+	slices.Sort(parts)
+	return what + ": " + strings.Join(parts, ", ")
 }

@@ -48,7 +48,7 @@ func CheckQueue(events []record.Event, remaining int) (QueueStats, []Violation, 
 	idOf := map[string]string{}
 	payloadOf := map[string]string{}
 	lastFirst := map[key]string{}
-	for _, e := range events {
+	for _, e := range Ordered(events) {
 		if e.W != record.Queue {
 			continue
 		}
@@ -71,10 +71,10 @@ func CheckQueue(events []record.Event, remaining int) (QueueStats, []Violation, 
 			takes[e.D]++
 			idOf[e.D] = e.ID
 			if !attempted[e.D] {
-				vs = append(vs, Violation{"no phantom items", fmt.Sprintf("item %s delivered with payload %q that no one put", e.ID, e.D)})
+				vs = append(vs, Violation{"no phantom items", fmt.Sprintf("item %s delivered with payload %q that no one put", e.ID, e.D), e.T})
 			}
 			if p, ok := payloadOf[e.ID]; ok && p != e.D {
-				vs = append(vs, Violation{"an id keeps its payload", fmt.Sprintf("item %s delivered with %q and with %q", e.ID, p, e.D)})
+				vs = append(vs, Violation{"an id keeps its payload", fmt.Sprintf("item %s delivered with %q and with %q", e.ID, p, e.D), e.T})
 			}
 			payloadOf[e.ID] = e.D
 			if e.N > 1 {
@@ -83,14 +83,14 @@ func CheckQueue(events []record.Event, remaining int) (QueueStats, []Violation, 
 			}
 			k := key{e.P, e.Inc, e.Sid}
 			if prev, ok := lastFirst[k]; ok && e.ID <= prev {
-				vs = append(vs, Violation{"ids go backwards only on redelivery", fmt.Sprintf("client %d.%d (session 0x%x) took item %s (attempt 1) after item %s", e.P, e.Inc, e.Sid, e.ID, prev)})
+				vs = append(vs, Violation{"ids go backwards only on redelivery", fmt.Sprintf("client %d.%d (session 0x%x) took item %s (attempt 1) after item %s", e.P, e.Inc, e.Sid, e.ID, prev), e.T})
 			}
 			lastFirst[k] = e.ID
 		case record.Ack:
 			st.Acks++
 			acked[e.D]++
 			if acked[e.D] == 2 {
-				vs = append(vs, Violation{"no item acked twice", fmt.Sprintf("item %s (%q) acked twice", e.ID, e.D)})
+				vs = append(vs, Violation{"no item acked twice", fmt.Sprintf("item %s (%q) acked twice", e.ID, e.D), e.T})
 			}
 		case record.AckErr:
 			if e.Unknown {
@@ -106,21 +106,21 @@ func CheckQueue(events []record.Event, remaining int) (QueueStats, []Violation, 
 	missing := 0
 	for _, d := range putOrder {
 		if n, ok := ackLost[d]; ok && acked[d] == 0 && remaining == 0 && takes[d] == n {
-			findings = append(findings, Violation{"queue: ack misreported", fmt.Sprintf("item %s (%q): its Ack returned ErrClaimLost, yet it was never delivered again and the queue is empty: the Ack landed", idOf[d], d)})
+			findings = append(findings, Violation{"queue: ack misreported", fmt.Sprintf("item %s (%q): its Ack returned ErrClaimLost, yet it was never delivered again and the queue is empty: the Ack landed", idOf[d], d), 0})
 			continue
 		}
 		if acked[d] == 0 && !(ackUnknown[d] && remaining == 0) {
 			missing++
 			if missing <= 5 {
-				vs = append(vs, Violation{"every put item acked", fmt.Sprintf("item %s (%q) was put but never acked", putOK[d], d)})
+				vs = append(vs, Violation{"every put item acked", fmt.Sprintf("item %s (%q) was put but never acked", putOK[d], d), 0})
 			}
 		}
 	}
 	if missing > 5 {
-		vs = append(vs, Violation{"every put item acked", fmt.Sprintf("... and %d more", missing-5)})
+		vs = append(vs, Violation{"every put item acked", fmt.Sprintf("... and %d more", missing-5), 0})
 	}
 	if remaining != 0 {
-		vs = append(vs, Violation{"queue drained", fmt.Sprintf("%d items left in the queue after draining", remaining)})
+		vs = append(vs, Violation{"queue drained", fmt.Sprintf("%d items left in the queue after draining", remaining), 0})
 	}
 	return st, vs, findings
 }

@@ -4,11 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,16 +27,25 @@ import (
 type Config struct {
 	For            time.Duration // how long the nemesis runs
 	Servers        int           // ensemble size (default 3)
-	Clients        int           // client processes (default 4); the first two also produce
+	Clients        int           // client processes (default 5); the first two also produce
+	Pinned         int           // the first Pinned clients connect to one server each, in turn (default Servers; -1: none)
 	SessionTimeout time.Duration // the clients' (default 3s)
 	Permits        int           // semaphore permits (default 2)
-	Hold           time.Duration // mutex holder's work between read and write (default 80ms)
+	HoldMin        time.Duration // a lease (mutex, permit, leadership) is held at least this long (default 500ms)
+	HoldMax        time.Duration // and at most this long (default 4s)
+	Work           time.Duration // mutex holder's work between its read and its write (default 80ms)
+	JobHold        time.Duration // a consumer works on a job up to this long before its Ack (default 400ms)
+	JobLong        time.Duration // or, one job in eight, up to this long (default 4s)
 	Faults         []string      // kinds of fault (default AllFaults)
 	Seed           uint64        // 0: random
-	Out            string        // directory for summary.txt, register.html, events.jsonl ("": none)
+	Out            string        // directory for summary.txt, register.html, events.jsonl, ... ("": none)
 	// Unfenced breaks the mutex workload on purpose (see chaosclient):
 	// the run must then report lost updates.
 	Unfenced bool
+	// Deaf breaks every workload on purpose (see chaosclient): holders
+	// never watch Done, and hold on whatever happens; the run must then
+	// report two holders at once when one is cut off.
+	Deaf bool
 }
 
 func (c *Config) defaults() {
@@ -44,7 +53,10 @@ func (c *Config) defaults() {
 		c.Servers = 3
 	}
 	if c.Clients == 0 {
-		c.Clients = 4
+		c.Clients = 5
+	}
+	if c.Pinned == 0 {
+		c.Pinned = c.Servers
 	}
 	if c.SessionTimeout == 0 {
 		c.SessionTimeout = 3 * time.Second
@@ -52,8 +64,20 @@ func (c *Config) defaults() {
 	if c.Permits == 0 {
 		c.Permits = 2
 	}
-	if c.Hold == 0 {
-		c.Hold = 80 * time.Millisecond
+	if c.HoldMin == 0 {
+		c.HoldMin = 500 * time.Millisecond
+	}
+	if c.HoldMax == 0 {
+		c.HoldMax = max(4*time.Second, c.HoldMin)
+	}
+	if c.Work == 0 {
+		c.Work = 80 * time.Millisecond
+	}
+	if c.JobHold == 0 {
+		c.JobHold = 400 * time.Millisecond
+	}
+	if c.JobLong == 0 {
+		c.JobLong = 4 * time.Second
 	}
 	if len(c.Faults) == 0 {
 		c.Faults = AllFaults
@@ -61,6 +85,14 @@ func (c *Config) defaults() {
 	if c.Seed == 0 {
 		c.Seed = mrand.Uint64()
 	}
+}
+
+// pin is the server that slot's client connects to alone, or -1.
+func (c *Config) pin(slot int) int {
+	if slot < c.Pinned {
+		return slot % c.Servers
+	}
+	return -1
 }
 
 // Result is what a run found.
@@ -76,13 +108,43 @@ type Result struct {
 	// LostUpdates counts the writes the register accepted on top of a value
 	// their writer had not read.
 	LostUpdates int
+	Ensemble    Ensemble
+}
+
+// History is everything a run recorded, which the checks judge: what the
+// clients did (Events, in events.jsonl), what the nemesis did, what the
+// register applied and what the servers held at the end. A run writes it
+// to its Out directory (history.json with events.jsonl), and LoadHistory
+// reads it back (TestRecheck: -chaos.recheck).
+type History struct {
+	Config      Config
+	Elapsed     time.Duration
+	Events      []record.Event `json:"-"`
+	Faults      []Fault
+	Pauses      []Pause
+	Deaths      []Death
+	Register    map[string]applied
+	LostUpdates int
+	End         int64  // when the run ended, on the shared clock
+	Remaining   int    // items left in the queue after draining
+	Converged   string // observers on the last leader
+	Settle      []Violation
+	Ensemble    Ensemble
+}
+
+// Death is when a killed client process was reaped.
+type Death struct {
+	P, Inc int
+	T      int64
 }
 
 // Run starts an ensemble (zktest.StartLinkedCluster), the fenced register
 // and the client processes, lets the nemesis loose for cfg.For, heals
 // everything, lets the workloads settle (the queue drained, the election's
-// observers caught up), and checks what every process recorded. Everything
-// it starts is stopped before it returns.
+// observers caught up), reads every server alone and compares them, and
+// checks what every process recorded. Everything it starts is stopped
+// before it returns. A run that fails and has an Out directory keeps the
+// servers' logs and data directories there (servers/).
 func Run(t *testing.T, cfg Config) *Result {
 	t.Helper()
 	cfg.defaults()
@@ -109,28 +171,18 @@ func Run(t *testing.T, cfg Config) *Result {
 	root := "/chaos-" + hex.EncodeToString(b[:])
 
 	var (
-		mu      sync.Mutex
-		events  []record.Event
-		ready   = map[[2]int]bool{}
-		holders = map[int]int64{} // slot -> token of the mutex lease it holds
-		reads   = make(chan int, 1)
+		mu     sync.Mutex
+		events []record.Event
+		ready  = map[[2]int]bool{}
+		held   = newHolders()
 	)
 	sink := func(e record.Event) {
+		held.note(e)
 		mu.Lock()
 		defer mu.Unlock()
 		events = append(events, e)
-		switch {
-		case e.K == record.Ready:
+		if e.K == record.Ready {
 			ready[[2]int{e.P, e.Inc}] = true
-		case e.W == record.Mutex && e.K == record.Grant:
-			holders[e.P] = e.Tok
-		case e.W == record.Mutex && (e.K == record.Release || e.K == record.Lost) && holders[e.P] == e.Tok:
-			delete(holders, e.P)
-		case e.W == record.Mutex && e.K == record.Ret && e.F == "r" && !e.Rej && holders[e.P] != 0:
-			select {
-			case reads <- e.P:
-			default:
-			}
 		}
 	}
 	cs := NewClients(bin, cfg.Clients, logs,
@@ -138,13 +190,17 @@ func Run(t *testing.T, cfg Config) *Result {
 			a := []string{
 				"-zk", strings.Join(servers, ","), "-root", root, "-register", reg.Addr(),
 				"-slot", itoa(slot), "-inc", itoa(inc), "-session", cfg.SessionTimeout.String(),
-				"-permits", itoa(cfg.Permits), "-hold", cfg.Hold.String(),
+				"-permits", itoa(cfg.Permits), "-hold-min", cfg.HoldMin.String(), "-hold-max", cfg.HoldMax.String(),
+				"-work", cfg.Work.String(), "-job-hold", cfg.JobHold.String(), "-job-long", cfg.JobLong.String(), "-pin", itoa(cfg.pin(slot)),
 			}
 			if slot < 2 {
 				a = append(a, "-produce")
 			}
 			if cfg.Unfenced {
 				a = append(a, "-unfenced")
+			}
+			if cfg.Deaf {
+				a = append(a, "-deaf")
 			}
 			return a
 		}, sink)
@@ -162,22 +218,14 @@ func Run(t *testing.T, cfg Config) *Result {
 
 	nem := &nemesis{
 		t: t, cluster: cluster, cs: cs, rng: mrand.New(mrand.NewPCG(cfg.Seed, 0)),
-		timeout: cfg.SessionTimeout, kinds: cfg.Faults, reads: reads,
-		holder: func() int {
-			mu.Lock()
-			defer mu.Unlock()
-			for slot := range holders {
-				return slot
-			}
-			return -1
-		},
+		timeout: cfg.SessionTimeout, holdMax: cfg.HoldMax, kinds: cfg.Faults, held: held,
 		deaths: map[[2]int]int64{},
 	}
-	t.Logf("chaos: %d servers %v, %d clients, faults for %v, seed %d", cfg.Servers, servers, cfg.Clients, cfg.For, cfg.Seed)
+	t.Logf("chaos: %d servers %v, %d clients (%d pinned), faults for %v, seed %d", cfg.Servers, servers, cfg.Clients, min(max(cfg.Pinned, 0), cfg.Clients), cfg.For, cfg.Seed)
 	nem.run(time.Now().Add(cfg.For))
 	nem.heal()
 	cluster.WaitForLeader()
-	t.Logf("chaos: %d faults injected; settling", len(nem.faults))
+	t.Logf("chaos: %d faults injected (%v); settling", len(nem.faults), time.Since(begin).Round(time.Second))
 
 	// Settle: no new acquires or puts; the queue drained; the observers
 	// caught up with a leader the harness itself elects.
@@ -186,36 +234,49 @@ func Run(t *testing.T, cfg Config) *Result {
 			p.Send("quiesce")
 		}
 	}
-	var settle []Violation
 	admin, err := connectAdmin(servers)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close()
 	remaining := drain(t, admin, root, func() (want, acked int) {
 		mu.Lock()
 		defer mu.Unlock()
 		return queueProgress(events)
 	})
-	converged, v := converge(t, admin, root, cs, func(live map[int]int) map[int]string {
+	t.Logf("chaos: queue drained (%v)", time.Since(begin).Round(time.Second))
+	converged, settle := converge(t, admin, root, cs, func(live map[int]int) map[int]string {
 		mu.Lock()
 		defer mu.Unlock()
 		return LastObserved(events, live)
 	})
-	settle = append(settle, v...)
+	t.Logf("chaos: observers converged (%v)", time.Since(begin).Round(time.Second))
+	admin.Close()
 	end := record.Now()
 	cs.KillAll()
 	reg.Close()
 
+	// The servers, each read alone: the killed clients' sessions expire
+	// meanwhile, so it reads again until they agree, for a while.
+	ens := CompareEnsemble(servers, root, 2*cfg.SessionTimeout+30*time.Second)
+	t.Logf("chaos: ensemble (%v): %s", time.Since(begin).Round(time.Second), ens.Summary())
+
 	mu.Lock()
-	evs := append([]record.Event(nil), events...)
+	h := &History{Config: cfg, Events: append([]record.Event(nil), events...)}
 	mu.Unlock()
-	res := &Result{Config: cfg, Faults: nem.faults}
-	res.Elapsed = time.Since(begin)
-	res.LostUpdates = reg.LostUpdates()
-	res.check(evs, nem, reg.Log(), end, remaining, converged, settle)
+	h.Elapsed = time.Since(begin)
+	h.Faults, h.Pauses = nem.faults, nem.pauses
+	for k, d := range nem.deaths {
+		h.Deaths = append(h.Deaths, Death{P: k[0], Inc: k[1], T: d})
+	}
+	slices.SortFunc(h.Deaths, func(a, b Death) int { return cmpInt(a.T, b.T) })
+	h.Register, h.LostUpdates = reg.Log(), reg.LostUpdates()
+	h.End, h.Remaining, h.Converged, h.Settle, h.Ensemble = end, remaining, converged, settle, ens
+	res := Check(h)
 	if cfg.Out != "" {
-		writeFiles(t, cfg.Out, res, evs)
+		writeFiles(t, cfg.Out, res, h)
+		if len(res.Violations) > 0 {
+			keepServers(t, cluster, cfg.Out)
+		}
 	}
 	return res
 }
@@ -303,7 +364,7 @@ func converge(t *testing.T, s *zkrecipes.Session, root string, cs *Clients, last
 	defer cancel()
 	l, err := el.Campaign(ctx, []byte("harness"))
 	if err != nil {
-		return "0/0", []Violation{{"observers converge", fmt.Sprintf("the harness could not campaign: %v", err)}}
+		return "0/0", []Violation{{Rule: "observers converge", Detail: fmt.Sprintf("the harness could not campaign: %v", err)}}
 	}
 	defer func() {
 		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -338,7 +399,7 @@ func converge(t *testing.T, s *zkrecipes.Session, root string, cs *Clients, last
 	if n == len(live) {
 		return got, nil
 	}
-	return got, []Violation{{"observers converge", fmt.Sprintf("after a minute, %s observers report the latest leader %s (term %d); last reports: %v", got, l.Path(), l.Token(), seen)}}
+	return got, []Violation{{Rule: "observers converge", Detail: fmt.Sprintf("after a minute, %s observers report the latest leader %s (term %d); last reports: %v", got, l.Path(), l.Token(), seen)}}
 }
 
 func waitFor(t *testing.T, what string, limit time.Duration, ok func() bool) {
@@ -352,69 +413,84 @@ func waitFor(t *testing.T, what string, limit time.Duration, ok func() bool) {
 	}
 }
 
-// check runs every checker and writes the summary.
-func (r *Result) check(evs []record.Event, nem *nemesis, log map[string]applied, end int64, remaining int, converged string, settle []Violation) {
-	cfg := r.Config
+// Check judges a history: every check, on the events in the order things
+// happened (Ordered), whatever order they were recorded in; and the
+// summary. With h.Config.Out set, it writes porcupine's register.html
+// there.
+func Check(h *History) *Result {
+	cfg := h.Config
+	r := &Result{Config: cfg, Faults: h.Faults, Elapsed: h.Elapsed, LostUpdates: h.LostUpdates, Ensemble: h.Ensemble}
+	evs := Ordered(h.Events)
+	deaths := map[[2]int]int64{}
+	for _, d := range h.Deaths {
+		deaths[[2]int{d.P, d.Inc}] = d.T
+	}
 	var vs []Violation
 	var sb strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&sb, format+"\n", args...) }
 
-	p("zkchaos: %d servers, %d client processes, faults for %v (whole run %v), session timeout %v, seed %d%s",
-		cfg.Servers, cfg.Clients, cfg.For, r.Elapsed.Round(time.Second), cfg.SessionTimeout, cfg.Seed,
-		map[bool]string{true: "  [-unfenced: mutex fencing BROKEN ON PURPOSE]", false: ""}[cfg.Unfenced])
+	broken := ""
+	if cfg.Unfenced {
+		broken += "  [-unfenced: mutex fencing BROKEN ON PURPOSE]"
+	}
+	if cfg.Deaf {
+		broken += "  [-deaf: holders' Done ignored ON PURPOSE]"
+	}
+	p("zkchaos: %d servers, %d client processes (%d pinned to one server), faults for %v (whole run %v), session timeout %v, holds %v-%v, seed %d%s",
+		cfg.Servers, cfg.Clients, min(max(cfg.Pinned, 0), cfg.Clients), cfg.For, h.Elapsed.Round(time.Second), cfg.SessionTimeout, cfg.HoldMin, cfg.HoldMax, cfg.Seed, broken)
 	count := map[string]int{}
-	for _, f := range nem.faults {
+	for _, f := range h.Faults {
 		count[f.Kind]++
 	}
 	var fs []string
-	for _, k := range AllFaults {
+	for _, k := range append(slices.Clone(AllFaults), Partition) {
 		if count[k] > 0 {
 			fs = append(fs, fmt.Sprintf("%d× %s", count[k], k))
 		}
 	}
-	p("faults: %d: %s", len(nem.faults), strings.Join(fs, ", "))
+	p("faults: %d: %s", len(h.Faults), strings.Join(fs, ", "))
 
 	// Mutex and its register.
-	mutex := Leases(evs, record.Mutex, nem.pauses, nem.deaths, end)
+	mutex := Leases(evs, record.Mutex, h.Pauses, deaths, h.End)
 	vs = append(vs, CheckExclusion(mutex, 1, "mutex: one holder at a time")...)
 	vs = append(vs, CheckTokenOrder(mutex, "mutex: tokens increase")...)
-	ops, rst := RegisterHistory(evs, log)
+	ops, rst := RegisterHistory(evs, h.Register)
 	html := ""
 	if cfg.Out != "" {
 		html = filepath.Join(cfg.Out, "register.html")
 	}
 	res, rv, err := CheckRegister(ops, html, 5*time.Minute)
 	if err != nil {
-		rv = append(rv, Violation{"register visualisation", err.Error()})
+		rv = append(rv, Violation{Rule: "register visualisation", Detail: err.Error()})
 	}
 	r.Register, r.Ops = res, rst
 	vs = append(vs, rv...)
 	if r.LostUpdates > 0 {
-		vs = append(vs, Violation{"no lost update", fmt.Sprintf("the register accepted %d writes on top of a value their writer had not read", r.LostUpdates)})
+		vs = append(vs, Violation{Rule: "no lost update", Detail: fmt.Sprintf("the register accepted %d writes on top of a value their writer had not read", r.LostUpdates)})
 	}
 	if rst.Mismatch > 0 {
-		vs = append(vs, Violation{"register log", fmt.Sprintf("%d answers differ between client and register", rst.Mismatch)})
+		vs = append(vs, Violation{Rule: "register log", Detail: fmt.Sprintf("%d answers differ between client and register", rst.Mismatch)})
 	}
 	lost, before, paused := LossStats(mutex)
-	p("mutex:     %d leases; %d lost while running, %d of them reported before the next grant; %d lost while paused (SIGSTOP)",
-		len(mutex), lost, before, paused)
+	p("mutex:     %d leases; %d lost while running, %d of them reported before the next grant; %d lost while paused (SIGSTOP)%s",
+		len(mutex), lost, before, paused, wakeNote(mutex))
 	p("register:  %d ops (%d reads, %d writes, %d refused by fencing; %d outcomes from the register's log); lost updates: %d; porcupine: %s",
 		len(ops), rst.Reads, rst.Writes, rst.Refused, rst.FromLog, r.LostUpdates, res)
 
 	// Election.
-	lead := Leases(evs, record.Election, nem.pauses, nem.deaths, end)
+	lead := Leases(evs, record.Election, h.Pauses, deaths, h.End)
 	vs = append(vs, CheckExclusion(lead, 1, "election: one leader at a time")...)
 	vs = append(vs, CheckTokenOrder(lead, "election: terms increase")...)
 	vs = append(vs, CheckTerms(lead)...)
 	obs, ov := CheckObservers(evs)
 	vs = append(vs, ov...)
-	vs = append(vs, settle...)
+	vs = append(vs, h.Settle...)
 	lost, before, paused = LossStats(lead)
 	p("election:  %d terms; %d lost while running, %d of them reported before the next leader; %d lost while paused; %d observer reports, %s observers converged on the last leader",
-		len(lead), lost, before, paused, obs, converged)
+		len(lead), lost, before, paused, obs, h.Converged)
 
 	// Semaphore.
-	sem := Leases(evs, record.Semaphore, nem.pauses, nem.deaths, end)
+	sem := Leases(evs, record.Semaphore, h.Pauses, deaths, h.End)
 	vs = append(vs, CheckExclusion(sem, cfg.Permits, fmt.Sprintf("semaphore: at most %d holders", cfg.Permits))...)
 	lostSem := 0
 	pausedSem := 0
@@ -430,10 +506,18 @@ func (r *Result) check(evs []record.Event, nem *nemesis, log map[string]applied,
 	p("semaphore: %d permits granted (%d permits); %d lost while running, %d lost while paused", len(sem), cfg.Permits, lostSem, pausedSem)
 
 	// Queue.
-	qs, qv, qf := CheckQueue(evs, remaining)
+	qs, qv, qf := CheckQueue(evs, h.Remaining)
 	vs = append(vs, qv...)
-	p("queue:     %d puts (%d ok, %d unknown, %d failed), %d deliveries (%d redeliveries), %d acks (%d refused: claim lost, %d unknown); %d left",
-		qs.Puts, qs.PutOK, qs.PutUnknown, qs.PutFailed, qs.Takes, qs.Redeliveries, qs.Acks, qs.AckLost, qs.AckUnknown, remaining)
+	claims := Claims(evs, h.Pauses, deaths, h.End)
+	vs = append(vs, CheckClaims(claims)...)
+	lostClaims := 0
+	for _, c := range claims {
+		if c.How == LostHow && !c.Paused {
+			lostClaims++
+		}
+	}
+	p("queue:     %d puts (%d ok, %d unknown, %d failed), %d deliveries (%d redeliveries), %d acks (%d refused: claim lost, %d unknown); %d claims lost while running; %d left",
+		qs.Puts, qs.PutOK, qs.PutUnknown, qs.PutFailed, qs.Takes, qs.Redeliveries, qs.Acks, qs.AckLost, qs.AckUnknown, lostClaims, h.Remaining)
 
 	// Honesty: what a lease's holder or a job's consumer was told. A loss
 	// reported as a release, or an Ack that landed reported as a lost
@@ -442,7 +526,7 @@ func (r *Result) check(evs []record.Event, nem *nemesis, log map[string]applied,
 	for _, ls := range [][]*Lease{mutex, lead, sem} {
 		for _, l := range ls {
 			if l.Misreported {
-				findings = append(findings, Violation{l.W + ": loss misreported", fmt.Sprintf("client %d.%d token %d (session 0x%x, paused: %v) was lost, and its Unlock returned %q", l.P, l.Inc, l.Tok, l.Sid, l.Paused, l.UnlockErr)})
+				findings = append(findings, Violation{Rule: l.W + ": loss misreported", Detail: fmt.Sprintf("client %d.%d token %d (session 0x%x, paused: %v) was lost, and its Unlock returned %q", l.P, l.Inc, l.Tok, l.Sid, l.Paused, l.UnlockErr), At: l.Start})
 			}
 		}
 	}
@@ -450,6 +534,19 @@ func (r *Result) check(evs []record.Event, nem *nemesis, log map[string]applied,
 	p("honesty:   %d lost leases whose Unlock did not return ErrLockLost, %d Acks that said ErrClaimLost but landed", len(findings), len(qf))
 	vs = append(vs, r.Findings...)
 
+	// The ensemble: a disagreement is the servers', not the recipes'.
+	ev := h.Ensemble.Violations()
+	if len(h.Ensemble.Servers) > 0 {
+		p("ensemble:  %s", h.Ensemble.Summary())
+	}
+	if len(ev) > 0 && len(vs) > 0 {
+		p("           the servers disagree: the recipes' violations below may follow from that")
+	}
+	vs = append(ev, vs...)
+
+	for i := range vs {
+		vs[i].Detail += duringFault(h.Faults, vs[i].At)
+	}
 	r.Violations = vs
 	if len(vs) == 0 {
 		p("violations: 0")
@@ -464,12 +561,48 @@ func (r *Result) check(evs []record.Event, nem *nemesis, log map[string]applied,
 		}
 	}
 	if cfg.Out != "" {
-		p("histories: %s (porcupine), events.jsonl, faults.txt", html)
+		p("histories: %s (porcupine), events.jsonl, faults.txt, history.json", html)
+		if len(vs) > 0 {
+			p("evidence:  %s (the servers' logs and data directories)", filepath.Join(cfg.Out, "servers"))
+		}
 	}
 	r.Summary = sb.String()
+	return r
 }
 
-func writeFiles(t *testing.T, dir string, r *Result, evs []record.Event) {
+// wakeNote says how long paused holders ran after waking before they were
+// told of their loss.
+func wakeNote(ls []*Lease) string {
+	n, longest := WakeStats(ls)
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d told after waking, within %v", n, longest.Round(time.Millisecond))
+}
+
+// duringFault places a moment among the faults: during one, or how long
+// after the last that began before it.
+func duringFault(faults []Fault, at int64) string {
+	if at == 0 || len(faults) == 0 {
+		return ""
+	}
+	last := -1
+	for i, f := range faults {
+		if f.Start <= at {
+			last = i
+		}
+	}
+	if last < 0 {
+		return " (before any fault)"
+	}
+	f := faults[last]
+	if at <= f.End {
+		return fmt.Sprintf(" (during fault %d: %s, %s, %.1fs in)", last+1, f.Kind, f.Target, float64(at-f.Start)/1e9)
+	}
+	return fmt.Sprintf(" (%.1fs after fault %d ended: %s, %s)", float64(at-f.End)/1e9, last+1, f.Kind, f.Target)
+}
+
+func writeFiles(t *testing.T, dir string, r *Result, h *History) {
 	var all strings.Builder
 	all.WriteString(r.Summary)
 	for _, v := range r.Violations {
@@ -485,21 +618,18 @@ func writeFiles(t *testing.T, dir string, r *Result, evs []record.Event) {
 	}
 	check(os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(all.String()), 0o644))
 	var fb strings.Builder
-	for _, f := range r.Faults {
-		fmt.Fprintf(&fb, "%d\t%d\t%s\t%s\n", f.Start, f.End, f.Kind, f.Target)
+	for i, f := range r.Faults {
+		fmt.Fprintf(&fb, "%d\t%s\t%s\t%s\t%s\n", i+1, clock(f.Start), clock(f.End), f.Kind, f.Target)
 	}
 	check(os.WriteFile(filepath.Join(dir, "faults.txt"), []byte(fb.String()), 0o644))
-	f, err := os.Create(filepath.Join(dir, "events.jsonl"))
-	if err != nil {
-		check(err)
-		return
+	var eb strings.Builder
+	fmt.Fprintf(&eb, "%s\n", h.Ensemble.Summary())
+	for _, e := range h.Ensemble.Errors {
+		fmt.Fprintf(&eb, "unreadable: %s\n", e)
 	}
-	defer f.Close()
-	enc := json.NewEncoder(f)
-	for _, e := range evs {
-		if err := enc.Encode(e); err != nil {
-			check(err)
-			return
-		}
+	for _, d := range h.Ensemble.Diffs {
+		fmt.Fprintf(&eb, "differs: %s\n", d)
 	}
+	check(os.WriteFile(filepath.Join(dir, "ensemble.txt"), []byte(eb.String()), 0o644))
+	check(writeHistory(dir, h))
 }

@@ -104,30 +104,32 @@ func (q *Queue) DeadLetters(ctx context.Context) ([]DeadLetter, error) {
 
 // Requeue puts a dead letter back at the end of the queue, as a new item
 // (a new id, attempts counted from 0), and removes the dead letter, in one
-// multi: it is never both or neither. An unknown id gives ErrNoDeadLetter; an
-// unknown outcome gives ErrOutcomeUnknown, as for Put.
-func (q *Queue) Requeue(ctx context.Context, id string) error {
+// multi: it is never both or neither. It returns the new item's id. An
+// unknown id gives ErrNoDeadLetter; an unknown outcome gives
+// ErrOutcomeUnknown, as for Put (the new id is then unknown too: DeadLetters
+// tells whether the dead letter is still there).
+func (q *Queue) Requeue(ctx context.Context, id string) (newID string, err error) {
 	if _, _, err := parseID(id); err != nil {
-		return fmt.Errorf("fairqueue: requeue: %w", err)
+		return "", fmt.Errorf("fairqueue: requeue: %w", err)
 	}
 	p := q.dead + "/" + id
 	n, err := znode.Get(ctx, q.s, p)
 	if errors.Is(err, zk.ErrNoNode) {
-		return fmt.Errorf("fairqueue: requeue: %w: %s", ErrNoDeadLetter, id)
+		return "", fmt.Errorf("fairqueue: requeue: %w: %s", ErrNoDeadLetter, id)
 	}
 	if err != nil {
-		return fmt.Errorf("fairqueue: requeue %s: %w", id, err)
+		return "", fmt.Errorf("fairqueue: requeue %s: %w", id, err)
 	}
 	d, err := parseDead(id, n.Data)
 	if err != nil {
-		return err
+		return "", err
 	}
-	_, err = q.put(ctx, []putItem{{data: d.Data}}, false, &zk.DeleteRequest{Path: p, Version: n.Stat.Version})
+	ids, err := q.put(ctx, []putItem{{data: d.Data}}, false, &zk.DeleteRequest{Path: p, Version: n.Stat.Version})
 	switch {
 	case errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion):
-		return fmt.Errorf("fairqueue: requeue: %w: %s (requeued by another client?)", ErrNoDeadLetter, id)
+		return "", fmt.Errorf("fairqueue: requeue: %w: %s (requeued by another client?)", ErrNoDeadLetter, id)
 	case err != nil:
-		return fmt.Errorf("fairqueue: requeue %s: %w", id, err)
+		return "", fmt.Errorf("fairqueue: requeue %s: %w", id, err)
 	}
-	return nil
+	return ids[0], nil
 }

@@ -72,7 +72,7 @@ func Example() {
 	dead, _ := q.DeadLetters(ctx)
 	for _, d := range dead {
 		fmt.Printf("dead letter: %s after %d attempts\n", d.Data, d.Attempts)
-		_ = q.Requeue(ctx, d.ID) // after fixing the address, say; here it fails again
+		_, _ = q.Requeue(ctx, d.ID) // after fixing the address, say; here it fails again
 	}
 	for j, err := q.TryTake(ctx); err == nil; j, err = q.TryTake(ctx) {
 		_ = j.Ack(ctx) // drop them, for the example's sake

@@ -326,7 +326,8 @@ func TestFinding6StaleTailDeadLetterClash(t *testing.T) {
 
 	// Empty the queue for its clean-up check.
 	for _, dl := range dead {
-		require.NoError(t, c.Requeue(ctx, dl.ID))
+		_, err := c.Requeue(ctx, dl.ID)
+		require.NoError(t, err)
 		j, err := c.Take(ctx)
 		require.NoError(t, err)
 		require.NoError(t, j.Ack(ctx))
@@ -388,7 +389,8 @@ func TestFinding9NackAtMaxAttemptsWhileDeadIsReaped(t *testing.T) {
 		require.Equal(t, id, dls[0].ID)
 
 		// Empty dead/ again.
-		require.NoError(t, q.Requeue(ctx, id))
+		_, err = q.Requeue(ctx, id)
+		require.NoError(t, err)
 		j, err = q.Take(ctx)
 		require.NoError(t, err)
 		require.NoError(t, j.Ack(ctx))

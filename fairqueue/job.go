@@ -46,7 +46,7 @@ func newJob(q *Queue, id, item, claim, key string, data []byte, version int32) *
 	// costs Take no round trip; and only a moment later, so that a job
 	// settled at once costs no read and its Ack does not wait behind one.
 	o := owner.Start(owner.Config{Session: q.s, Path: claim, Lost: ErrClaimLost, Released: errDone, Settled: ErrSettled,
-		FirstLook: claimFirstLook})
+		FirstLook: claimFirstLook, Hold: q.s.Telemetry().StartJob()})
 	return &Job{q: q, o: o, id: id, item: item, claim: claim, key: key, data: data, version: version}
 }
 

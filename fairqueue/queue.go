@@ -89,6 +89,7 @@ func New(s *zkrecipes.Session, path string, opts ...Option) (*Queue, error) {
 	}
 	q.puts = &group[putItem, putResult]{do: q.putBatch, take: takePuts}
 	q.acks = &group[ackReq, ackResult]{do: q.ackBatch, take: takeAcks, linger: lingerAcks}
+	observePending(q)
 	return q, nil
 }
 

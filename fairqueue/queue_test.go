@@ -169,9 +169,13 @@ func TestMaxAttemptsDeadLetterRequeue(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []fairqueue.DeadLetter{{ID: poison, Data: []byte("poison"), Attempts: 3}}, dead)
 
-	require.ErrorIs(t, q.Requeue(ctx, "0000000099-0000000000"), fairqueue.ErrNoDeadLetter)
-	require.ErrorIs(t, q.Requeue(ctx, "nonsense"), zkrecipes.ErrInvalidArgument)
-	require.NoError(t, q.Requeue(ctx, poison))
+	_, err = q.Requeue(ctx, "0000000099-0000000000")
+	require.ErrorIs(t, err, fairqueue.ErrNoDeadLetter)
+	_, err = q.Requeue(ctx, "nonsense")
+	require.ErrorIs(t, err, zkrecipes.ErrInvalidArgument)
+	requeued, err := q.Requeue(ctx, poison)
+	require.NoError(t, err)
+	require.Greater(t, requeued, good, "a new id, at the end of the queue")
 	dead, err = q.DeadLetters(ctx)
 	require.NoError(t, err)
 	require.Empty(t, dead)
@@ -180,7 +184,7 @@ func TestMaxAttemptsDeadLetterRequeue(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "poison", string(j.Data()))
 	require.Equal(t, 1, j.Attempt(), "a requeued item starts over")
-	require.Greater(t, j.ID(), good)
+	require.Equal(t, requeued, j.ID(), "the id Requeue returned")
 	require.NoError(t, j.Ack(ctx))
 }
 
@@ -211,7 +215,8 @@ func TestMaxAttemptsOnLostClaims(t *testing.T) {
 	require.Len(t, dead, 1)
 	require.Equal(t, id, dead[0].ID)
 	require.Equal(t, 2, dead[0].Attempts)
-	require.NoError(t, q.Requeue(ctx, id))
+	_, err = q.Requeue(ctx, id)
+	require.NoError(t, err)
 	drain(t, q, 1)
 }
 

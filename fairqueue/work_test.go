@@ -133,7 +133,8 @@ func TestWorkFailuresBackOffAndDie(t *testing.T) {
 	require.GreaterOrEqual(t, at[2].Sub(at[1]), 2*backoff, "held back twice as long after the panic")
 	require.Equal(t, id, dead[0].ID)
 	require.Equal(t, 3, dead[0].Attempts)
-	require.NoError(t, q.Requeue(ctx, id))
+	_, err = q.Requeue(ctx, id)
+	require.NoError(t, err)
 	drain(t, q, 1)
 }
 

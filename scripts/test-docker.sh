@@ -3,14 +3,17 @@
 # sources of servers, end to end.
 #
 #  1. A Docker engine: the one that answers (DOCKER_HOST, or the default
-#     socket). Else, as root: install Debian's docker.io (with debootstrap,
-#     and docker-compose when there is no compose plugin) when missing, and
-#     start dockerd with setsid on a socket of its own,
+#     socket). Else, as root: install Debian's docker.io (with debootstrap)
+#     when missing, and start dockerd with setsid on a socket of its own,
 #     /run/zkrecipes-docker/docker.sock (log /var/log/zkrecipes-dockerd.log),
 #     so that other test runs on this machine do not see it and keep their
-#     own source of servers; it is stopped at the end.
+#     own source of servers; it is stopped at the end. Either way, as root,
+#     install compose when there is none (neither `docker compose` nor
+#     docker-compose): Debian's package of the plugin where the archive has
+#     one (docker-compose-plugin, docker-compose-v2), else docker-compose.
 #  2. The image zookeeper:3.8: the one there (official, or the stand-in
-#     cached by an earlier run), else scripts/zk-image.sh builds the stand-in.
+#     cached by an earlier run), else scripts/zk-image.sh builds the stand-in
+#     (as root, debootstrap is installed for it when missing).
 #  3. testcontainers-go: zktest's tests and zklock's, with no ZK_CONNECT, so
 #     that zktest.Start runs a container (TESTCONTAINERS_RYUK_DISABLED=true
 #     unless set: zktest removes its containers itself).
@@ -107,6 +110,38 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Debian's packages, as root.
+apt_updated=false
+apt_update() {
+	$apt_updated && return
+	apt-get update -qq
+	apt_updated=true
+}
+# apt_install WHY PKG...: install the packages, or say why they are needed.
+apt_install() {
+	local why=$1
+	shift
+	[[ $(id -u) == 0 ]] || die "$why, and only root may install $* here: apt-get install $*, or run as root"
+	say "$why: installing $* (apt-get)"
+	export DEBIAN_FRONTEND=noninteractive
+	apt_update
+	apt-get install -y -qq "$@" >/dev/null
+}
+has_compose() { docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1; }
+# compose_package: the package of the compose plugin where the archive has
+# one (Docker's archive: docker-compose-plugin; Ubuntu: docker-compose-v2),
+# else docker-compose (Debian's: 1.29 on bookworm, the plugin from trixie on).
+compose_package() {
+	local p
+	for p in docker-compose-plugin docker-compose-v2; do
+		if apt-cache policy "$p" 2>/dev/null | grep -Eq '^ *Candidate: [0-9]'; then
+			echo "$p"
+			return
+		fi
+	done
+	echo docker-compose
+}
+
 # 1. The engine.
 engine_answers() { command -v docker >/dev/null 2>&1 && timeout 20 docker info >/dev/null 2>&1; }
 if engine_answers; then
@@ -116,14 +151,8 @@ else
 	need=()
 	command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 	command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
-	if ! command -v docker-compose >/dev/null 2>&1 && ! docker compose version >/dev/null 2>&1; then
-		need+=(docker-compose)
-	fi
 	if ((${#need[@]})); then
-		say "installing ${need[*]} (apt-get)"
-		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -qq
-		apt-get install -y -qq "${need[@]}" >/dev/null
+		apt_install "no Docker engine answers" "${need[@]}"
 	fi
 	mkdir -p "$sockdir"
 	export DOCKER_HOST=unix://$sockdir/docker.sock
@@ -140,10 +169,19 @@ else
 		die "dockerd did not start; see $enginelog"
 	fi
 fi
+if ! has_compose; then
+	[[ $(id -u) == 0 ]] && apt_update
+	apt_install "neither the docker compose plugin nor docker-compose is installed" "$(compose_package)"
+	has_compose || die "still no docker compose plugin nor docker-compose after the install"
+fi
 docker version --format 'client {{.Client.Version}}, engine {{.Server.Version}}' >&2
+{ docker compose version 2>/dev/null || docker-compose version --short; } | sed 's/^/compose /' >&2
 
 # 2. The image.
 step "image (scripts/zk-image.sh)"
+if ! docker image inspect zookeeper:3.8 >/dev/null 2>&1 && ! command -v debootstrap >/dev/null 2>&1; then
+	apt_install "no zookeeper:3.8 image, and scripts/zk-image.sh needs debootstrap to build its stand-in" debootstrap
+fi
 bash scripts/zk-image.sh
 
 # 3. testcontainers-go.
@@ -174,7 +212,8 @@ done
 export ZK1_PORT=${base}1 ZK2_PORT=${base}2 ZK3_PORT=${base}3 COMPOSE_PROJECT_NAME=$project
 zk_addr=127.0.0.1:$ZK1_PORT
 bash scripts/zk-up.sh "$zk_addr"
-[[ $(cat "/tmp/zkrecipes-zk-$ZK1_PORT/backend" 2>/dev/null) == docker ]] || die "zk-up.sh did not start the compose ensemble"
+[[ $(cat "/tmp/zkrecipes-zk-$ZK1_PORT/backend" 2>/dev/null) == docker ]] ||
+	die "zk-up.sh did not start the compose ensemble (it fell back to a local server: see why above)"
 for p in "$ZK1_PORT" "$ZK2_PORT" "$ZK3_PORT"; do
 	printf '127.0.0.1:%s ' "$p" >&2
 	timeout 3 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0" && printf srvr >&3 && cat <&3' "$p" | grep Mode: >&2

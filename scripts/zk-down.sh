@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # zk-down.sh [host:port] - stop the ZooKeeper that scripts/zk-up.sh started
-# for host:port (default 127.0.0.1:2181): the local server named by its pid
-# file (its data is removed, its log kept), or the ensemble of
-# docker-compose.yml. A server zk-up did not start is left alone.
+# for host:port (default 127.0.0.1:2181), whatever it was: the ensemble of
+# docker-compose.yml named by the compose-project file (removed with its
+# volumes), and the local server named by its pid file (its data removed,
+# its log kept). Both, when zk-up fell back to a local server and could not
+# remove what compose had made. A server zk-up did not start is left alone.
 set -euo pipefail
 
 addr=${1:-127.0.0.1:2181}
@@ -22,43 +24,51 @@ alive() {
 	[[ ${stat%% *} != Z ]]
 }
 
-backend=$(cat "$dir/backend" 2>/dev/null || true)
-
-if [[ $backend == docker ]]; then
-	project=$(cat "$dir/compose-project" 2>/dev/null || echo zkrecipes)
-	say "stopping the ensemble of docker-compose.yml (project $project)"
+status=0  # 1 if something could not be stopped
+did=false # whether zk-up had started anything
+if [[ -f $dir/compose-project ]]; then
+	did=true
+	project=$(<"$dir/compose-project")
+	say "removing the ensemble of docker-compose.yml (project $project)"
 	if docker compose version >/dev/null 2>&1; then
-		docker compose -p "$project" -f "$root/docker-compose.yml" down -v
+		compose=(docker compose)
 	else
-		docker-compose -p "$project" -f "$root/docker-compose.yml" down -v
+		compose=(docker-compose)
 	fi
-	rm -f "$dir/backend" "$dir/compose-project"
-	exit 0
+	if "${compose[@]}" -p "$project" -f "$root/docker-compose.yml" down -v; then
+		rm -f "$dir/compose-project"
+	else
+		say "compose down failed; $dir/compose-project is kept, for another try"
+		status=1
+	fi
 fi
 
-if [[ ! -f $pidfile ]]; then
-	say "no $pidfile: zk-up started no local ZooKeeper for $addr; nothing to do"
-	exit 0
-fi
-pid=$(<"$pidfile")
-# Only kill the pid if it still is our server (pids are reused).
-if [[ -r /proc/$pid/cmdline ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "QuorumPeerMain $dir/zoo.cfg"; then
-	say "stopping ZooKeeper (pid $pid)"
-	kill "$pid" 2>/dev/null || true
-	for _ in $(seq 50); do # 10 s, then SIGKILL
-		alive "$pid" || break
-		sleep 0.2
-	done
-	if alive "$pid"; then
-		say "pid $pid ignores SIGTERM: killing it"
-		kill -9 "$pid" 2>/dev/null || true
-		for _ in $(seq 50); do
+if [[ -f $pidfile ]]; then
+	did=true
+	pid=$(<"$pidfile")
+	# Only kill the pid if it still is our server (pids are reused).
+	if [[ -r /proc/$pid/cmdline ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "QuorumPeerMain $dir/zoo.cfg"; then
+		say "stopping ZooKeeper (pid $pid)"
+		kill "$pid" 2>/dev/null || true
+		for _ in $(seq 50); do # 10 s, then SIGKILL
 			alive "$pid" || break
-			sleep 0.1
+			sleep 0.2
 		done
+		if alive "$pid"; then
+			say "pid $pid ignores SIGTERM: killing it"
+			kill -9 "$pid" 2>/dev/null || true
+			for _ in $(seq 50); do
+				alive "$pid" || break
+				sleep 0.1
+			done
+		fi
+	else
+		say "pid $pid is not zk-up's ZooKeeper any more (it died?)"
 	fi
-else
-	say "pid $pid is not zk-up's ZooKeeper any more (it died?)"
+	rm -rf "$pidfile" "$dir/data"
+	say "stopped; log kept in $dir/zookeeper.log"
 fi
-rm -rf "$pidfile" "$dir/data" "$dir/backend"
-say "stopped; log kept in $dir/zookeeper.log"
+
+$did || say "zk-up started nothing for $addr (no $dir/compose-project, no $pidfile); nothing to do"
+[[ -f $dir/compose-project ]] || rm -f "$dir/backend"
+exit "$status"

@@ -8,7 +8,10 @@
 #     2181-2183; ZK1_PORT, ZK2_PORT, ZK3_PORT move them, and then the
 #     address must be 127.0.0.1:$ZK1_PORT) with `docker compose` or
 #     docker-compose (1.29 will do), as project ${COMPOSE_PROJECT_NAME:-zkrecipes},
-#     and wait until every member serves.
+#     and wait until every member serves. When there is no compose, or
+#     `compose up` fails (no zookeeper:3.8 image and no registry to pull it
+#     from), or the ensemble does not serve within ${ZK_UP_WAIT:-120}
+#     seconds: say so, remove what compose made, and go on with 3.
 #  3. Else, if ZooKeeper is installed (Debian's `zookeeper` package, or
 #     ZK_HOME / ZOOKEEPER_JAR as for package zktest), start a standalone
 #     server on that port, detached from this shell, with its files under
@@ -19,7 +22,9 @@
 #  4. Else, when root with apt-get: install Debian's zookeeper, then do 3.
 #  5. Else say how to get a ZooKeeper and exit 1.
 #
-# scripts/zk-down.sh [host:port] stops what this started.
+# scripts/zk-down.sh [host:port] stops what this started: $dir/backend
+# says which ("docker" or "local"), $dir/compose-project names an ensemble
+# to remove, $dir/zookeeper.pid a local server.
 set -euo pipefail
 
 addr=${1:-127.0.0.1:2181}
@@ -66,32 +71,74 @@ docker_runs() {
 	command -v docker >/dev/null 2>&1 && timeout 10 docker info >/dev/null 2>&1
 }
 
-# compose ARGS: the compose plugin (docker compose) if there is one, else
-# docker-compose (Debian's is 1.29), on docker-compose.yml.
-project=${COMPOSE_PROJECT_NAME:-zkrecipes}
-compose() {
+# find_compose: set compose_cmd to the compose plugin (docker compose) if
+# there is one, else docker-compose (Debian's is 1.29).
+find_compose() {
 	if docker compose version >/dev/null 2>&1; then
-		docker compose -p "$project" -f "$root/docker-compose.yml" "$@"
+		compose_cmd=(docker compose)
 	elif command -v docker-compose >/dev/null 2>&1; then
-		docker-compose -p "$project" -f "$root/docker-compose.yml" "$@"
+		compose_cmd=(docker-compose)
 	else
-		say "neither the docker compose plugin nor docker-compose is installed (apt-get install docker-compose)"
-		return 127
+		return 1
+	fi
+}
+project=${COMPOSE_PROJECT_NAME:-zkrecipes}
+compose() { "${compose_cmd[@]}" -p "$project" -f "$root/docker-compose.yml" "$@"; }
+
+# compose_undo WHY: say why the ensemble is given up, and remove what
+# compose made of it (zk-down does, later, if this cannot).
+compose_undo() {
+	say "$1: removing what compose made (compose down -v), then falling back to a local ZooKeeper"
+	if compose down -v >&2; then
+		rm -f "$dir/compose-project"
+	else
+		say "compose down failed: scripts/zk-down.sh $addr will try again"
 	fi
 }
 
+# Why zk-up runs a local server, when it does.
+why_local="no Docker engine runs"
 ports=("${ZK1_PORT:-2181}" "${ZK2_PORT:-2182}" "${ZK3_PORT:-2183}")
-if [[ $port == "${ports[0]}" ]] && docker_runs; then
-	say "Docker runs: starting the 3-server ensemble of docker-compose.yml (127.0.0.1:${ports[*]}), project $project"
+if ! docker_runs; then
+	:
+elif [[ $port != "${ports[0]}" ]]; then
+	why_local="Docker runs, but docker-compose.yml puts its first member at 127.0.0.1:${ports[0]}, not $addr (ZK1_PORT moves it)"
+elif ! find_compose; then
+	why_local="Docker runs, but compose is not installed"
+	say "Docker runs, but neither the docker compose plugin nor docker-compose is installed (apt-get install docker-compose for the 3-server ensemble of docker-compose.yml): falling back to a local ZooKeeper"
+else
+	say "Docker runs: starting the 3-server ensemble of docker-compose.yml (127.0.0.1:${ports[*]}) with ${compose_cmd[*]}, project $project"
 	export ZK1_PORT=${ports[0]} ZK2_PORT=${ports[1]} ZK3_PORT=${ports[2]}
-	compose up -d || die "compose up failed (no zookeeper:3.8 image and no registry? scripts/zk-image.sh builds a local stand-in)"
-	mkdir -p "$dir" && echo docker >"$dir/backend" && echo "$project" >"$dir/compose-project"
-	say "waiting until every member serves (a leader is elected)"
-	for p in "${ports[@]}"; do
-		port=$p wait_serving 120 || die "the ensemble does not serve at 127.0.0.1:$p after 120s; see: docker-compose -p $project -f $root/docker-compose.yml logs"
-	done
-	say "ZooKeeper ensemble ready: ZK_CONNECT=127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}; stop it with scripts/zk-down.sh 127.0.0.1:${ports[0]}"
-	exit 0
+	# Recorded first, so that zk-down removes whatever compose makes even
+	# if this script is interrupted.
+	mkdir -p "$dir" && echo "$project" >"$dir/compose-project"
+	if ! compose up -d >&2; then
+		why_local="compose up failed"
+		why=$why_local
+		if ! timeout 20 docker image inspect zookeeper:3.8 >/dev/null 2>&1; then
+			why+=": there is no zookeeper:3.8 image and it could not be pulled (on a machine without a registry, scripts/zk-image.sh builds a local stand-in)"
+		fi
+		compose_undo "$why"
+	else
+		echo docker >"$dir/backend"
+		say "waiting until every member serves (a leader is elected)"
+		serves=true
+		wait=${ZK_UP_WAIT:-120}
+		for p in "${ports[@]}"; do
+			port=$p wait_serving "$wait" || {
+				serves=false
+				why_local="the ensemble does not serve at 127.0.0.1:$p after ${wait}s"
+				break
+			}
+		done
+		if $serves; then
+			say "ZooKeeper ensemble ready: ZK_CONNECT=127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}; stop it with scripts/zk-down.sh 127.0.0.1:${ports[0]}"
+			exit 0
+		fi
+		say "$why_local; the members' last lines:"
+		compose logs --no-color --tail 10 >&2 || true
+		compose_undo "$why_local"
+	fi
 fi
 
 # find_local: set java and classpath from a local installation, if any.
@@ -119,15 +166,15 @@ find_local() {
 
 if ! find_local; then
 	if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
-		say "no Docker and no local ZooKeeper: installing Debian's zookeeper package (apt-get)"
+		say "$why_local, and no local ZooKeeper: installing Debian's zookeeper package (apt-get)"
 		export DEBIAN_FRONTEND=noninteractive
 		apt-get update -qq >&2 && apt-get install -y -qq zookeeper >&2 ||
 			die "apt-get install zookeeper failed"
 		find_local || die "zookeeper installed, but still no java or zookeeper jar (check JAVA_HOME, ZK_HOME, ZOOKEEPER_JAR)"
 	else
-		die "no ZooKeeper at $addr, no Docker engine, no local installation. Get one of:
+		die "no ZooKeeper at $addr, no local installation, and $why_local. Get one of:
   - an existing server: ZK_CONNECT=host:port make ...
-  - Docker: start the engine, then run this again (uses docker-compose.yml)
+  - Docker: start the engine, install compose, then run this again (uses docker-compose.yml)
   - Debian/Ubuntu: sudo apt-get install zookeeper, then run this again
   - an Apache release: ZK_HOME=/path/to/apache-zookeeper-3.8.x-bin, then run this again"
 	fi
@@ -166,7 +213,7 @@ snapshot.trust.empty=true
 EOF
 echo local >"$dir/backend"
 
-say "starting a local ZooKeeper on $addr ($classpath), files in $dir"
+say "starting a local ZooKeeper on $addr ($why_local; $classpath), files in $dir"
 # setsid + nohup: the server survives the end of this script and of make,
 # and a ^C in the terminal does not reach it. No job control here, so
 # setsid does not fork and $! is the JVM's pid.
@@ -189,4 +236,4 @@ if ! wait_serving 60; then
 	rm -f "$pidfile"
 	exit 1
 fi
-say "ZooKeeper ready at $addr (pid $(<"$pidfile"), log $logfile); stop it with scripts/zk-down.sh"
+say "ZooKeeper ready at $addr (pid $(<"$pidfile"), log $logfile); stop it with scripts/zk-down.sh $addr"

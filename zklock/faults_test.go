@@ -46,10 +46,12 @@ func (h holding) release(ctx context.Context) error {
 }
 
 // recipe is one kind of lock under test: ours is what the faulted session
-// does, rival one that excludes it (used to prove nothing is stranded).
+// does, rival one that excludes it (used to prove nothing is stranded);
+// contenders reads the line as the recipe does.
 type recipe struct {
 	name        string
 	ours, rival func(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error)
+	contenders  func(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) ([]zklock.Contender, error)
 }
 
 func lockWith(lock func(ctx context.Context) (*zklock.Lease, error)) func(context.Context) (holding, error) {
@@ -95,12 +97,36 @@ func campaign(t *testing.T, s *zkrecipes.Session, path string) func(context.Cont
 	}
 }
 
+func mutexContenders(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) ([]zklock.Contender, error) {
+	m, err := zklock.NewMutex(s, path)
+	require.NoError(t, err)
+	return m.Contenders
+}
+
+func rwContenders(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) ([]zklock.Contender, error) {
+	rw, err := zklock.NewRWMutex(s, path)
+	require.NoError(t, err)
+	return rw.Contenders
+}
+
+func semContenders(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) ([]zklock.Contender, error) {
+	sm, err := zklock.NewSemaphore(s, path, 1)
+	require.NoError(t, err)
+	return sm.Contenders
+}
+
+func electionContenders(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) ([]zklock.Contender, error) {
+	el, err := zklock.NewElection(s, path)
+	require.NoError(t, err)
+	return el.Contenders
+}
+
 var (
-	mutexRecipe    = recipe{"Mutex", mutexLock, mutexLock}
-	rlockRecipe    = recipe{"RLock", rwRLock, rwLock}
-	wlockRecipe    = recipe{"RWLock", rwLock, rwLock}
-	semRecipe      = recipe{"Semaphore", semAcquire, semAcquire}
-	electionRecipe = recipe{"Election", campaign, campaign}
+	mutexRecipe    = recipe{"Mutex", mutexLock, mutexLock, mutexContenders}
+	rlockRecipe    = recipe{"RLock", rwRLock, rwLock, rwContenders}
+	wlockRecipe    = recipe{"RWLock", rwLock, rwLock, rwContenders}
+	semRecipe      = recipe{"Semaphore", semAcquire, semAcquire, semContenders}
+	electionRecipe = recipe{"Election", campaign, campaign, electionContenders}
 )
 
 // faultEnv is what a fault case works with.
@@ -407,6 +433,36 @@ var lockScenarios = []scenario{
 		},
 	},
 	{
+		// Our Contenders, while the rival holds and another rival waits:
+		// through a blip it reads the line, and who holds; with an ending
+		// ctx it may give up. Reading changes nothing.
+		name: "contenders",
+		run: func(t *testing.T, ctx context.Context, e faultEnv, f fault) {
+			holder, err := e.rival(t)(ctx)
+			require.NoError(t, err)
+			got := startHolding(ctx, e.rival(t))
+			waitNodes(t, e.other, e.path, 2)
+			list := e.r.contenders(t, e.s, e.path)
+			fctx, cancel := f.ctx(ctx)
+			defer cancel()
+			f.arm(e)
+			cs, err := list(fctx)
+			e.d.Disarm()
+			if _, byCtx := f.(ctxFault); err != nil {
+				require.True(t, byCtx && isCtxErr(err), "Contenders with a %v: %v", f, err)
+			} else {
+				require.Len(t, cs, 2, "Contenders with a %v", f)
+				require.Equal(t, holder.Path(), cs[0].Path, "Contenders with a %v", f)
+				require.Equal(t, []bool{true, false}, []bool{cs[0].Holds, cs[1].Holds}, "who holds, read with a %v", f)
+			}
+			requireHeld(t, holder, fmt.Sprintf("the rival, after a Contenders with a %v", f))
+			releaseAll(t, ctx, holder, "the rival")
+			next := awaitHolding(t, got, "the waiting rival")
+			releaseAll(t, ctx, next, "the waiting rival")
+			requireHit(t, f.hit(e), "Contenders", f)
+		},
+	},
+	{
 		// A leader proclaims (with a campaigner in line): the leadership
 		// must survive, and a Proclaim retried with a live ctx succeed.
 		name: "proclaim",
@@ -479,6 +535,9 @@ type use struct {
 //     waiter behind, so its release is the multi.
 //   - Proclaim is the owner's setData; the owner then reads its node again
 //     (getData) when the write's data change fires its watch.
+//   - Contenders lists the directory (getChildren2) and reads every node in
+//     it (getData); a Semaphore's then reads the directory's number of
+//     permits (getData, after the nodes: the fault hits a node's read).
 var recipeScenarios = []struct {
 	r    recipe
 	uses []use
@@ -489,10 +548,12 @@ var recipeScenarios = []struct {
 		{"wait", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
 		{"release", []int32{zktest.OpDelete}},
 		{"handoff", []int32{zktest.OpDelete, zktest.OpSetData}},
+		{"contenders", []int32{zktest.OpGetChildren2, zktest.OpGetData}},
 	}},
 	{rlockRecipe, []use{
 		{"acquire", []int32{zktest.OpCreate, zktest.OpGetChildren2}},
 		{"wait", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
+		{"contenders", []int32{zktest.OpGetChildren2, zktest.OpGetData}},
 	}},
 	{wlockRecipe, []use{
 		{"acquire", []int32{zktest.OpCreate, zktest.OpGetChildren2}},
@@ -504,6 +565,7 @@ var recipeScenarios = []struct {
 		{"wait", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
 		{"release", []int32{zktest.OpDelete, zktest.OpMulti}},
 		{"handoff", []int32{zktest.OpDelete, zktest.OpSetData}},
+		{"contenders", []int32{zktest.OpGetChildren2, zktest.OpGetData}},
 	}},
 	{electionRecipe, []use{
 		{"acquire-first", []int32{zktest.OpCreateContainer, zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
@@ -512,6 +574,7 @@ var recipeScenarios = []struct {
 		{"release", []int32{zktest.OpDelete, zktest.OpMulti}},
 		{"handoff", []int32{zktest.OpDelete, zktest.OpSetData}},
 		{"proclaim", []int32{zktest.OpSetData, zktest.OpGetData}},
+		{"contenders", []int32{zktest.OpGetChildren2, zktest.OpGetData}},
 	}},
 }
 

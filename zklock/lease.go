@@ -44,7 +44,8 @@ type Lease struct {
 func newLease(s *session.Session, h *line.Held) *Lease {
 	o := owner.Start(owner.Config{
 		Session: s, Path: h.Path, DirEv: h.DirEv, Own: h.Own, Reconnect: h.Reconnect,
-		Lost: ErrLockLost, Released: ErrReleased, Settled: ErrSettled, Release: releaseNode(h.Path), Recipe: h.Recipe,
+		Lost: ErrLockLost, Released: ErrReleased, Settled: ErrSettled, Release: releaseNode(h.Path),
+		Hold: s.Telemetry().StartHold(h.Recipe),
 	})
 	return &Lease{o: o, path: h.Path, token: h.Token}
 }

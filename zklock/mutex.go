@@ -80,7 +80,10 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (*Lease, error) {
 
 // Contenders lists the lock's holder, then its waiters in the order they
 // will be served (an RWMutex's readers and writers on the same path among
-// them). Nodes that go away while being read are left out.
+// them, readers that share the lock all holders). Nodes that go away while
+// being read are left out. Holds is the rule a contender of its kind
+// follows: a writer holds when first in line, a reader when no writer is
+// ahead of it.
 func (m *Mutex) Contenders(ctx context.Context) ([]Contender, error) {
-	return contenders(ctx, m.s, m.dir, line.Exclusive)
+	return contenders(ctx, m.s, m.dir, line.Exclusive, lockRule)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zkrecipes/internal/line"
+	"github.com/zkrecipes/zkrecipes/internal/nodewatch"
 	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
@@ -45,6 +46,16 @@ func (el *Election) Leader(ctx context.Context) (Leader, error) {
 	}
 }
 
+// Contenders lists the election's contenders in order: the leader first,
+// then the campaigners in the order they would lead. Holds is the
+// election's rule: only the lowest node leads, so the first contender's
+// Holds is true (it leads, or is about to learn that it does), every other
+// one's false. Token is each node's Czxid, a leader's term. Nodes that go
+// away while being read are left out.
+func (el *Election) Contenders(ctx context.Context) ([]Contender, error) {
+	return contenders(ctx, el.s, el.dir, line.Candidate, func(line.Node) line.Rule { return leader })
+}
+
 // Observe reports the election's leader: the current one, then every change
 // (a new leader, a Proclaim by the current one, or the election left
 // without a leader, reported as the zero Leader), in order. The channel
@@ -54,9 +65,10 @@ func (el *Election) Leader(ctx context.Context) (Leader, error) {
 // after each the leader is read again (a watch re-set on reconnect may have
 // missed a change).
 //
-// Each call runs one goroutine, gone once the channel is closed. It watches
-// the leader's node (an observer is no contender, so it does not wait in
-// line) or, with no leader, the directory.
+// Each call runs one goroutine, gone once the channel is closed. It follows
+// the leader's node as zkrecipes.Watch does (an observer is no contender,
+// so it does not wait in line) or, with no leader, the directory's
+// children.
 func (el *Election) Observe(ctx context.Context) <-chan Leader {
 	ch := make(chan Leader, 1)
 	if ctx.Err() != nil || el.s.Err() != nil {
@@ -74,41 +86,64 @@ func (el *Election) observe(ctx context.Context, ch chan Leader) {
 		last    string
 		version int32
 	)
-	for try := 0; ; try++ {
-		gen := el.s.NextReconnect() // before the read: see session.NextReconnect
-		l, st, ev, err := el.watchLeader(ctx)
-		if err != nil {
-			if ctx.Err() != nil || el.s.Err() != nil {
-				return
-			}
-			el.s.Log().Warn("zklock: observe: retrying", "path", el.dir, "err", err)
-			if !znode.Pause(ctx, el.s, try) {
-				return
-			}
-			continue
-		}
-		try = -1
-		v := int32(-1) // no leader
-		if st != nil {
-			v = st.Version
-		}
+	report := func(l Leader, v int32) {
 		if !sent || l.Path != last || v != version {
 			sent, last, version = true, l.Path, v
 			offer(ch, l)
 		}
-		select {
-		case e := <-ev:
-			if znode.Dropped(e) {
-				return
-			}
-		case <-gen:
-			// Read again: the watch may have missed a change.
-		case <-el.s.Done():
+	}
+	for try := 0; ; try++ {
+		lead, err := el.awaitLeader(ctx, func() { report(Leader{}, -1) })
+		if err == nil {
+			// The lowest candidate leads until its node goes: a lower one
+			// cannot come (sequence numbers only grow).
+			err = el.followLeader(ctx, lead, report)
+		}
+		if err == nil {
+			try = -1
+			continue // gone: who leads now?
+		}
+		if ctx.Err() != nil || el.s.Err() != nil {
 			return
-		case <-ctx.Done():
+		}
+		el.s.Log().Warn("zklock: observe: retrying", "path", el.dir, "err", err)
+		if !znode.Pause(ctx, el.s, try) {
 			return
 		}
 	}
+}
+
+// awaitLeader follows the directory until it has a candidate, and returns
+// the candidate's node; none is called each time the directory is found
+// without one.
+func (el *Election) awaitLeader(ctx context.Context, none func()) (string, error) {
+	// Its children only: a data watch on a directory whose data never
+	// changes would stay set, one more after each leader.
+	for st, err := range nodewatch.Node(ctx, el.s, el.dir, nodewatch.Follow{Children: true}) {
+		if err != nil {
+			return "", err
+		}
+		if l, _ := line.Parse(st.Children, line.Candidate); len(l) > 0 {
+			return el.dir + "/" + l[0].Name, nil
+		}
+		none()
+	}
+	return "", context.Cause(ctx)
+}
+
+// followLeader reports the leader at path, and every change of its value,
+// until its node goes (nil).
+func (el *Election) followLeader(ctx context.Context, path string, report func(Leader, int32)) error {
+	for st, err := range nodewatch.Node(ctx, el.s, path, nodewatch.Follow{Data: true}) {
+		if err != nil {
+			return err
+		}
+		if !st.Exists {
+			return nil
+		}
+		report(Leader{Path: path, Value: st.Data, Token: st.Stat.Czxid, SessionID: st.Stat.EphemeralOwner}, st.Stat.Version)
+	}
+	return context.Cause(ctx)
 }
 
 // offer puts v in ch, replacing a value the reader has not taken. Only one
@@ -124,82 +159,4 @@ func offer(ch chan Leader, v Leader) {
 	default:
 	}
 	ch <- v
-}
-
-// watchLeader reads the leader and sets a watch that fires when it changes:
-// on the leader's node, or, with no leader, on the directory (its children,
-// or its creation). st is nil when there is no leader. Connection errors
-// are the caller's to retry.
-func (el *Election) watchLeader(ctx context.Context) (Leader, *zk.Stat, <-chan zk.Event, error) {
-	conn := el.s.Conn()
-	type listing struct {
-		children []string
-		ev       <-chan zk.Event
-	}
-	list := func(watch bool) (listing, error) {
-		return znode.Do(ctx, func() (listing, error) {
-			if watch {
-				ch, _, ev, err := conn.ChildrenW(el.dir)
-				return listing{ch, ev}, err
-			}
-			ch, _, err := conn.Children(el.dir)
-			return listing{children: ch}, err
-		})
-	}
-	for {
-		ls, err := list(false)
-		if errors.Is(err, zk.ErrNoNode) {
-			// No directory yet. An exists watch on a missing node is a
-			// creation watch: it stays on the server until the directory is
-			// made, which the first Campaign does.
-			type exists struct {
-				found bool
-				ev    <-chan zk.Event
-			}
-			x, err := znode.Do(ctx, func() (exists, error) {
-				found, _, ev, err := conn.ExistsW(el.dir)
-				return exists{found, ev}, err
-			})
-			if err != nil {
-				return Leader{}, nil, nil, err
-			}
-			if x.found {
-				continue
-			}
-			return Leader{}, nil, x.ev, nil
-		}
-		if err != nil {
-			return Leader{}, nil, nil, err
-		}
-		l, _ := line.Parse(ls.children, line.Candidate)
-		if len(l) == 0 {
-			// Watch the directory, and list it again with the watch set, so
-			// that a campaigner who came in between is not missed.
-			ls, err := list(true)
-			if errors.Is(err, zk.ErrNoNode) {
-				continue
-			}
-			if err != nil {
-				return Leader{}, nil, nil, err
-			}
-			if l, _ = line.Parse(ls.children, line.Candidate); len(l) == 0 {
-				return Leader{}, nil, ls.ev, nil
-			}
-			// Someone came in: that watch fires later, into a channel no one
-			// reads, and is gone.
-		}
-		w, err := znode.Do(ctx, func() (*znode.Watch, error) {
-			p := el.dir + "/" + l[0].Name
-			d, st, ev, err := conn.GetW(p)
-			return &znode.Watch{Path: p, Node: znode.Node{Data: d, Stat: st}, Ev: ev}, err
-		})
-		if errors.Is(err, zk.ErrNoNode) {
-			continue // that leader is gone already: list again
-		}
-		if err != nil {
-			return Leader{}, nil, nil, err
-		}
-		st := w.Stat
-		return Leader{Path: w.Path, Value: w.Data, Token: st.Czxid, SessionID: st.EphemeralOwner}, st, w.Ev, nil
-	}
 }

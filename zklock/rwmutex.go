@@ -103,7 +103,9 @@ func (rw *RWMutex) acquire(ctx context.Context, op string, spec *line.Spec, wait
 
 // Contenders lists the holders, then the waiters in the order they will be
 // served. Readers' paths contain "-read-" (or Curator's "__READ__", kazoo's
-// "__rlock__").
+// "__rlock__"). Holds is the rule a contender of its kind follows: every
+// reader with no writer ahead of it holds; a writer holds when first in
+// line. Nodes that go away while being read are left out.
 func (rw *RWMutex) Contenders(ctx context.Context) ([]Contender, error) {
-	return contenders(ctx, rw.s, rw.dir, line.Exclusive)
+	return contenders(ctx, rw.s, rw.dir, line.Exclusive, lockRule)
 }

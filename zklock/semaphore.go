@@ -113,10 +113,32 @@ func (sm *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
 }
 
 // Contenders lists the semaphore's holders, then its waiters in the order
-// they will be served: the first Permits() entries hold a permit, or are
-// about to. Nodes that go away while being read are left out.
+// they will be served. Holds is the semaphore's rule: the first n hold a
+// permit (or are about to learn they do), n being the number of permits
+// recorded in the semaphore's directory, the one its contenders agreed on,
+// or Permits() when none is recorded. Nodes that go away while being read
+// are left out.
 func (sm *Semaphore) Contenders(ctx context.Context) ([]Contender, error) {
-	return contenders(ctx, sm.s, sm.dir, line.Permit)
+	cs, l, err := readLine(ctx, sm.s, sm.dir, line.Permit)
+	if err != nil || len(cs) == 0 {
+		return cs, err
+	}
+	// Read after the listing, so that it is the number of the directory
+	// those contenders are in, checked by each before it holds.
+	permits := sm.permits
+	dir, err := znode.Get(ctx, sm.s, sm.dir)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		// Reaped since: everyone listed has gone. Judge them anyway.
+	case err != nil:
+		return nil, fmt.Errorf("zklock: read %s: %w", sm.dir, err)
+	default:
+		if n, err := strconv.Atoi(strings.TrimSpace(string(dir.Data))); err == nil && n >= 1 {
+			permits = n
+		}
+	}
+	judge(cs, l, func(line.Node) line.Rule { return permitRule(permits) })
+	return cs, nil
 }
 
 func (sm *Semaphore) acquire(ctx context.Context, wait bool) (*Lease, error) {

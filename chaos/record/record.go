@@ -1,9 +1,17 @@
 // Package record is what the chaos suite's client processes tell the
 // harness: one JSON event per line on their standard output, stamped with
 // the machine's monotonic clock, which every process on the machine shares.
+//
+// The harness receives the lines of several processes through as many
+// pipes, so the order in which they arrive is not the order in which things
+// happened; T is. Each process stamps its events in the order it writes
+// them (T never decreases within one process, and Seq counts up), so
+// sorting by (T, then the process and Seq) gives one order that is both
+// the clock's and every process's own.
 package record
 
 import (
+	"cmp"
 	"encoding/json"
 	"io"
 	"sync"
@@ -36,10 +44,11 @@ const (
 	// A lease of a lock, a permit or a leadership (Mutex, Semaphore,
 	// Election).
 	Acquiring = "acquiring" // about to call Lock, Acquire or Campaign
-	Grant     = "grant"     // it returned a lease: Tok, Sid
-	Lost      = "lost"      // the lease's Done closed without a release: Tok, Err
+	Grant     = "grant"     // it returned a lease: Tok, Sid, Srv
+	Lost      = "lost"      // the lease's Done closed without a release: Tok, Err (a Job's: ID, D)
+	Freed     = "freed"     // the lease's Done closed with its release confirmed: Tok
 	Release   = "release"   // about to call Unlock or Resign: Tok
-	Unlocked  = "unlocked"  // Unlock or Resign returned: Tok, Err
+	Unlocked  = "unlocked"  // Unlock or Resign returned: Tok, Err; F "lost" for ErrLockLost
 
 	// Operations on the fenced register (Mutex).
 	Call = "call" // Op, F ("r" or "w"), Tok; for a write X (value read) and V (value written)
@@ -52,7 +61,8 @@ const (
 	Put    = "put"    // about to Put: D (payload)
 	PutOK  = "putok"  // D, ID
 	PutErr = "puterr" // D, Err, Unknown
-	Take   = "take"   // ID, D, N (attempt), Sid
+	Take   = "take"   // ID, D, N (attempt), Sid, Srv
+	Acking = "acking" // about to Ack: ID, D
 	Ack    = "ack"    // ID, D
 	AckErr = "ackerr" // ID, D, Err, Unknown
 
@@ -85,6 +95,8 @@ type Event struct {
 	N       int    `json:"n,omitempty"`
 	Err     string `json:"err,omitempty"`
 	Unknown bool   `json:"unk,omitempty"`
+	Srv     string `json:"srv,omitempty"` // the server the session was connected to
+	Seq     int64  `json:"q,omitempty"`   // the process's count of events written, from 1
 }
 
 // Writer writes events as lines, one write per event, so that a process
@@ -92,6 +104,7 @@ type Event struct {
 type Writer struct {
 	mu  sync.Mutex
 	w   io.Writer
+	seq int64
 	P   int
 	Inc int
 }
@@ -99,19 +112,35 @@ type Writer struct {
 // NewWriter writes events of slot p, incarnation inc to w.
 func NewWriter(w io.Writer, p, inc int) *Writer { return &Writer{w: w, P: p, Inc: inc} }
 
-// Emit stamps e with the slot and incarnation (and with Now() when e.T is
-// zero) and writes it.
+// Emit stamps e with the slot, the incarnation, the next Seq and Now(),
+// and writes it. The stamp is taken under the lock that orders the writes,
+// so that T and Seq follow the order of the lines: an event stamped before
+// another of the same process is written before it.
 func (w *Writer) Emit(e Event) {
 	e.P, e.Inc = w.P, w.Inc
-	if e.T == 0 {
-		e.T = Now()
-	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seq++
+	e.Seq, e.T = w.seq, Now()
 	b, err := json.Marshal(e)
 	if err != nil {
 		panic(err)
 	}
 	b = append(b, '\n')
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	_, _ = w.w.Write(b)
+}
+
+// Compare orders events as they happened: by T, then (for the same T) by
+// process and Seq. For events of one process it is the order they were
+// written in.
+func Compare(a, b Event) int {
+	switch {
+	case a.T != b.T:
+		return cmp.Compare(a.T, b.T)
+	case a.P != b.P:
+		return cmp.Compare(a.P, b.P)
+	case a.Inc != b.Inc:
+		return cmp.Compare(a.Inc, b.Inc)
+	}
+	return cmp.Compare(a.Seq, b.Seq)
 }

@@ -17,214 +17,219 @@ import (
 	"github.com/zkrecipes/zkrecipes/zklock"
 )
 
-// demo is `zklock demo`: workers with a session each take turns on a lock.
+// demo is `zklock demo`: the three uses of the library, one after the
+// other, on one ZooKeeper, every client with a session of its own: workers
+// take turns on a fair mutex (demo_lock.go), replicas hand a leadership
+// over (demo_election.go), producers and consumers share a queue
+// (demo_queue.go). Each part checks what it shows.
 func (c *cli) demo(args []string) (int, error) {
 	fs := c.flagSet("demo")
-	workers := fs.Int("workers", 5, "number of workers, each with its own ZooKeeper session")
-	rounds := fs.Int("rounds", 3, "how many times each worker takes the lock")
-	path := fs.String("path", "/zkrecipes/demo/lock", "lock `path`")
-	hold := fs.Duration("hold", 50*time.Millisecond, "how long each worker holds the lock")
-	if err := c.parse(fs, args, "demo [-workers N] [-rounds R] [-path P] [-hold D]"); err != nil {
+	d := &demoRun{cli: c}
+	fs.StringVar(&d.path, "path", "/zkrecipes/demo", "the demo's `directory`: the lock is PATH/lock, the election PATH/election, the queue PATH/queue")
+	fs.IntVar(&d.workers, "workers", 5, "mutex: number of workers")
+	fs.IntVar(&d.rounds, "rounds", 3, "mutex: how many times each worker takes the lock")
+	fs.IntVar(&d.replicas, "replicas", 3, "election: number of replicas campaigning")
+	fs.IntVar(&d.producers, "producers", 2, "queue: number of producers")
+	fs.IntVar(&d.consumers, "consumers", 3, "queue: number of consumers")
+	fs.IntVar(&d.items, "items", 3, "queue: how many jobs each producer puts")
+	fs.DurationVar(&d.hold, "hold", 50*time.Millisecond, "how long a worker holds the lock, a leader leads, a consumer works on a job")
+	synopsis := "demo [-path P] [-workers N] [-rounds R] [-replicas N] [-producers N] [-consumers N] [-items N] [-hold D]"
+	if err := c.parse(fs, args, synopsis); err != nil {
 		return exitUsage, err
 	}
-	switch {
-	case fs.NArg() > 0:
+	if fs.NArg() > 0 {
 		return exitUsage, usagef("demo: unexpected argument %q", fs.Arg(0))
-	case *workers < 1:
-		return exitUsage, usagef("demo: -workers must be at least 1")
-	case *rounds < 1:
-		return exitUsage, usagef("demo: -rounds must be at least 1")
-	case *hold < 0:
+	}
+	for _, n := range []struct {
+		flag  string
+		value int
+	}{{"workers", d.workers}, {"rounds", d.rounds}, {"replicas", d.replicas}, {"producers", d.producers}, {"consumers", d.consumers}, {"items", d.items}} {
+		if n.value < 1 {
+			return exitUsage, usagef("demo: -%s must be at least 1", n.flag)
+		}
+	}
+	if d.hold < 0 {
 		return exitUsage, usagef("demo: -hold must not be negative")
 	}
-	if err := checkPath(*path); err != nil {
+	if err := checkPath(d.path); err != nil {
 		return exitUsage, usagef("demo: %v", err)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	d := &demoRun{cli: c, path: *path, workers: *workers, rounds: *rounds, hold: *hold}
 	return d.run(ctx)
 }
 
 // demoRun is one run of the demo.
 type demoRun struct {
 	*cli
-	path            string
-	workers, rounds int
-	hold            time.Duration
-
-	start     time.Time
-	lineShown chan struct{} // closed once the first line has been printed
-
-	// joinMu is held by the worker joining the line until its node exists,
-	// so the order of joined is the order of the line.
-	joinMu sync.Mutex
-	joined []string // worker names, in the order they joined the line
-
-	mu       sync.Mutex
-	handoffs []handoff // in the order the lock was acquired
-}
-
-// handoff is one acquisition of the lock.
-type handoff struct {
-	worker string
-	token  int64
+	path                        string
+	workers, rounds             int
+	replicas                    int
+	producers, consumers, items int
+	hold                        time.Duration
+	observer                    *zkrecipes.Session // lists lines, observes the election, checks what is left
+	lockPath, electPath, qPath  string
+	outMu                       sync.Mutex // the parts' goroutines print
+	checks                      int
+	failed                      []string // the checks that failed
 }
 
 func (d *demoRun) run(ctx context.Context) (int, error) {
-	out := d.stdout
-	fmt.Fprintf(out, "%d workers, each with its own ZooKeeper session, take the lock %s %d times each and hold it %v.\n",
-		d.workers, d.path, d.rounds, d.hold)
-	fmt.Fprintf(out, "ZooKeeper: %s\n\n", d.servers)
+	d.lockPath, d.electPath, d.qPath = d.path+"/lock", d.path+"/election", d.path+"/queue"
+	d.printf("zklock demo: a fair mutex, a leader election and a job queue on one ZooKeeper (%s),\n", d.servers)
+	d.printf("each worker, replica, producer and consumer with a ZooKeeper session of its own.\n")
 
-	// The observer lists the line; it outlives the workers' sessions to
-	// check that they left nothing behind.
-	observer, err := d.connect(ctx, d.log.With("who", "observer"))
-	if err != nil {
+	var err error
+	if d.observer, err = d.connect(ctx, d.log.With("who", "observer")); err != nil {
 		return exitFailure, err
 	}
-	defer observer.Close()
-	line, err := zklock.NewMutex(observer, d.path)
-	if err != nil {
+	defer d.observer.Close()
+	if err := d.checkUnused(ctx); err != nil {
 		return exitFailure, err
 	}
-	if cs, err := line.Contenders(ctx); err != nil {
-		return exitFailure, err
-	} else if len(cs) > 0 {
-		return exitFailure, fmt.Errorf("%s is in use (%d contenders; see zklock holders %s): the demo needs a lock of its own", d.path, len(cs), d.path)
-	}
-
-	sessions := make([]*zkrecipes.Session, d.workers)
-	defer func() {
-		for _, s := range sessions {
-			if s != nil {
-				s.Close()
-			}
+	for _, part := range []func(context.Context) error{d.mutexPart, d.electionPart, d.queuePart} {
+		err := part(ctx)
+		if ctx.Err() != nil {
+			return exitFailure, errors.New("demo interrupted")
 		}
-	}()
-	mutexes := make([]*zklock.Mutex, d.workers)
-	for i := range d.workers {
-		name := workerName(i)
-		s, err := d.connect(ctx, d.log.With("who", name))
 		if err != nil {
-			return exitFailure, fmt.Errorf("%s: %w", name, err)
-		}
-		sessions[i] = s
-		data := fmt.Sprintf("%s pid %d", name, os.Getpid())
-		if mutexes[i], err = zklock.NewMutex(s, d.path, zklock.WithData([]byte(data))); err != nil {
 			return exitFailure, err
 		}
 	}
-
-	// Start the workers one after another, each once the one before it is
-	// in line, so that the first line is worker-1, worker-2, ...
-	work, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var wg sync.WaitGroup
-	d.start = time.Now()
-	d.lineShown = make(chan struct{})
-	fmt.Fprintf(out, "The workers join the line in turn; the line as ZooKeeper sees it:\n")
-	for i, m := range mutexes {
-		inLine := make(chan struct{})
-		wg.Go(func() {
-			if err := d.worker(work, workerName(i), m, sync.OnceFunc(func() { close(inLine) })); err != nil {
-				cancel(fmt.Errorf("%s: %w", workerName(i), err))
-			}
-		})
-		select {
-		case <-inLine:
-		case <-work.Done():
-		}
-	}
-	if cs, err := line.Contenders(work); err != nil {
-		cancel(err)
-	} else {
-		printContenders(out, cs, false)
-	}
-	fmt.Fprintf(out, "\nHand-offs (time since start, who got the lock, its fencing token, how long it waited):\n")
-	close(d.lineShown)
-	wg.Wait()
-
-	if ctx.Err() != nil {
-		return exitFailure, errors.New("demo interrupted")
-	}
-	if err := context.Cause(work); err != nil {
-		return exitFailure, err
-	}
-	for i, s := range sessions {
-		s.Close()
-		sessions[i] = nil
-	}
-	left, err := children(observer, d.path)
-	if err != nil {
-		return exitFailure, err
-	}
-	if !d.summary(left) {
+	if len(d.failed) > 0 {
+		d.printf("\n%d of %d checks FAILED: %s\n", len(d.failed), d.checks, strings.Join(d.failed, "; "))
 		return exitFailure, nil
 	}
+	d.printf("\nAll %d checks passed.\n", d.checks)
 	return exitOK, nil
 }
 
-func workerName(i int) string { return fmt.Sprintf("worker-%d", i+1) }
-
-// worker takes the lock d.rounds times. It calls inLine once it has first
-// joined the line (or failed to).
-func (d *demoRun) worker(ctx context.Context, name string, m *zklock.Mutex, inLine func()) error {
-	defer inLine()
-	for range d.rounds {
-		lease, joined, err := d.join(ctx, name, m, inLine)
-		if err != nil {
-			return err
-		}
-		got := time.Now()
-		select {
-		case <-d.lineShown: // the first holder keeps the lock until the line is shown
-		case <-ctx.Done():
-		}
-		d.acquired(name, lease, got, got.Sub(joined))
-		select {
-		case <-time.After(d.hold):
-		case <-ctx.Done():
-		}
-		if err := lease.Unlock(ctx); err != nil {
-			return err
-		}
+// checkUnused fails unless the demo's lock, election and queue are unused:
+// the demo checks what it finds there against what it did.
+func (d *demoRun) checkUnused(ctx context.Context) error {
+	m, err := zklock.NewMutex(d.observer, d.lockPath)
+	if err != nil {
+		return err
+	}
+	if cs, err := m.Contenders(ctx); err != nil {
+		return err
+	} else if len(cs) > 0 {
+		return fmt.Errorf("%s is in use (%d contenders; see zklock holders %s): the demo needs a lock of its own (-path)", d.lockPath, len(cs), d.lockPath)
+	}
+	el, err := zklock.NewElection(d.observer, d.electPath)
+	if err != nil {
+		return err
+	}
+	if cs, err := el.Contenders(ctx); err != nil {
+		return err
+	} else if len(cs) > 0 {
+		return fmt.Errorf("%s is in use (%d contenders; see zklock holders %s): the demo needs an election of its own (-path)", d.electPath, len(cs), d.electPath)
+	}
+	if left, err := queueLeft(d.observer, d.qPath); err != nil {
+		return err
+	} else if len(left) > 0 {
+		return fmt.Errorf("%s is in use (it holds %s; see zklock queue ls %s): the demo needs a queue of its own (-path)", d.qPath, nodeList(left), d.qPath)
 	}
 	return nil
 }
 
-// join puts the worker in line, calls inLine, and waits for the lock. The
-// next worker may join only once this one's node exists (or it holds the
-// lock already), so the line is in the order of d.joined.
-func (d *demoRun) join(ctx context.Context, name string, m *zklock.Mutex, inLine func()) (*zklock.Lease, time.Time, error) {
-	d.joinMu.Lock()
-	d.joined = append(d.joined, name)
-	joined := time.Now()
-	var lease *zklock.Lease
-	var err error
-	locked := make(chan struct{})
-	go func() {
-		lease, err = m.Lock(ctx)
-		close(locked)
-	}()
-	d.waitInLine(ctx, m, name, locked)
-	d.joinMu.Unlock()
-	inLine()
-	<-locked
-	return lease, joined, err
+// printf prints to stdout; the parts' goroutines print concurrently.
+func (d *demoRun) printf(format string, args ...any) {
+	d.outMu.Lock()
+	defer d.outMu.Unlock()
+	fmt.Fprintf(d.stdout, format, args...)
 }
 
-// waitInLine returns once name's node is among m's contenders, or locked is
-// closed, or ctx ends.
-func (d *demoRun) waitInLine(ctx context.Context, m *zklock.Mutex, name string, locked <-chan struct{}) {
-	ours := func(c zklock.Contender) bool { return strings.HasPrefix(string(c.Data), name+" ") }
+// event prints one line of a part's timeline: the time since start, who,
+// and what happened.
+func (d *demoRun) event(start time.Time, who, format string, args ...any) {
+	d.printf("  %+8.3fs  %-11s  %s\n", time.Since(start).Seconds(), who, fmt.Sprintf(format, args...))
+}
+
+// check prints the outcome of one check: "yes", or "NO: why".
+func (d *demoRun) check(what string, ok bool, why string) {
+	d.checks++
+	if ok {
+		d.printf("  %s: yes\n", what)
+		return
+	}
+	d.printf("  %s: NO: %s\n", what, why)
+	d.failed = append(d.failed, what)
+}
+
+// checkNoneLeft checks that nothing of a part is left under path once its
+// sessions are closed (left lists it).
+func (d *demoRun) checkNoneLeft(path string, left []string) {
+	d.check(fmt.Sprintf("Nothing left under %s after the sessions closed", path), len(left) == 0,
+		fmt.Sprintf("%d nodes: %s", len(left), nodeList(left)))
+}
+
+// nodeList shows a few of a list of nodes.
+func nodeList(nodes []string) string {
+	const most = 5
+	if len(nodes) <= most {
+		return strings.Join(nodes, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(nodes[:most], ", "), len(nodes)-most)
+}
+
+// connectAll connects n sessions, for the clients name-1 ... name-n. On
+// error it closes those it made.
+func (d *demoRun) connectAll(ctx context.Context, name string, n int) ([]*zkrecipes.Session, error) {
+	ss := make([]*zkrecipes.Session, n)
+	for i := range n {
+		who := clientName(name, i)
+		s, err := d.connect(ctx, d.log.With("who", who))
+		if err != nil {
+			closeAll(ss)
+			return nil, fmt.Errorf("%s: %w", who, err)
+		}
+		ss[i] = s
+	}
+	return ss, nil
+}
+
+// closeAll closes the sessions not closed yet, and forgets them.
+func closeAll(ss []*zkrecipes.Session) {
+	for i, s := range ss {
+		if s != nil {
+			s.Close()
+			ss[i] = nil
+		}
+	}
+}
+
+// count is "1 worker", "2 workers".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func clientName(name string, i int) string { return fmt.Sprintf("%s-%d", name, i+1) }
+
+// clientData is what a client stores in its nodes: its name first.
+func clientData(name string) []byte { return fmt.Appendf(nil, "%s pid %d", name, os.Getpid()) }
+
+// clientOf is the name of the client whose node holds data (clientData).
+func clientOf(data []byte) string {
+	name, _, _ := strings.Cut(string(data), " ")
+	return name
+}
+
+// waitInLine returns once name's node is among the contenders, or done is
+// closed (its acquire returned), or ctx ends: so that the next client joins
+// the line behind it.
+func waitInLine(ctx context.Context, contenders func(context.Context) ([]zklock.Contender, error), name string, done <-chan struct{}) {
+	ours := func(c zklock.Contender) bool { return clientOf(c.Data) == name }
 	for {
-		if cs, err := m.Contenders(ctx); err == nil && slices.ContainsFunc(cs, ours) {
+		if cs, err := contenders(ctx); err == nil && slices.ContainsFunc(cs, ours) {
 			return
 		}
 		select {
-		case <-locked:
+		case <-done:
 			return
 		case <-ctx.Done():
 			return
@@ -233,55 +238,14 @@ func (d *demoRun) waitInLine(ctx context.Context, m *zklock.Mutex, name string, 
 	}
 }
 
-// acquired records and prints a hand-off. It is called while the lock is
-// held, so the records are in the order of acquisition.
-func (d *demoRun) acquired(name string, lease *zklock.Lease, at time.Time, waited time.Duration) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.handoffs = append(d.handoffs, handoff{name, lease.Token()})
-	fmt.Fprintf(d.stdout, "  %+8.3fs  %-10s  token %-12d  waited %v\n",
-		at.Sub(d.start).Seconds(), name, lease.Token(), waited.Round(100*time.Microsecond))
-}
-
-// summary prints the checks and reports whether they all passed.
-func (d *demoRun) summary(left []string) bool {
-	out := d.stdout
-	ok := true
-	fmt.Fprintf(out, "\nSummary:\n  Hand-offs: %d (%d workers x %d rounds)\n", len(d.handoffs), d.workers, d.rounds)
-
-	fifo := len(d.handoffs) == len(d.joined)
-	for i := 0; fifo && i < len(d.handoffs); i++ {
-		if got, want := d.handoffs[i].worker, d.joined[i]; got != want {
-			fmt.Fprintf(out, "  FIFO: NO: hand-off %d went to %s, but %s had joined the line before it\n", i+1, got, want)
-			fifo = false
-		}
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
-	if fifo {
-		fmt.Fprintf(out, "  FIFO: yes (every hand-off went to the worker that joined the line next)\n")
-	} else if len(d.handoffs) != len(d.joined) {
-		fmt.Fprintf(out, "  FIFO: NO: %d joins, %d hand-offs\n", len(d.joined), len(d.handoffs))
-	}
-	ok = ok && fifo
-
-	increasing := true
-	for i := 1; increasing && i < len(d.handoffs); i++ {
-		if prev, cur := d.handoffs[i-1].token, d.handoffs[i].token; cur <= prev {
-			fmt.Fprintf(out, "  Tokens strictly increasing: NO: hand-off %d got %d after %d\n", i+1, cur, prev)
-			increasing = false
-		}
-	}
-	if increasing {
-		fmt.Fprintf(out, "  Tokens strictly increasing: yes\n")
-	}
-	ok = ok && increasing
-
-	if len(left) == 0 {
-		fmt.Fprintf(out, "  Nodes left under %s after the sessions closed: none\n", d.path)
-	} else {
-		fmt.Fprintf(out, "  Nodes left under %s after the sessions closed: %d: NO: %s\n", d.path, len(left), strings.Join(left, ", "))
-		ok = false
-	}
-	return ok
 }
 
 // children lists the nodes under path, as up to date as the leader's view.

@@ -12,7 +12,8 @@ import (
 	"github.com/zkrecipes/zkrecipes/zklock"
 )
 
-// holders is `zklock holders`: list a lock's contenders.
+// holders is `zklock holders`: list the contenders of a lock's, a
+// semaphore's or an election's line, holders first.
 func (c *cli) holders(args []string) (int, error) {
 	c.listing = true
 	path, err := c.onePath("holders", args)
@@ -20,48 +21,61 @@ func (c *cli) holders(args []string) (int, error) {
 		return exitUsage, err
 	}
 
-	ctx, m, done, err := openUntilSignal(c, path, zklock.NewMutex)
+	ctx, s, done, err := connectUntilSignal(c)
 	if err != nil {
 		return exitFailure, err
 	}
 	defer done()
-	cs, err := m.Contenders(ctx)
+	children, err := listChildren(s, path)
+	if err != nil {
+		return exitFailure, fmt.Errorf("holders %s: %w", path, err)
+	}
+	l, err := readLine(ctx, s, path, children)
 	if err != nil {
 		return exitFailure, err
 	}
 	if c.json {
-		out := jsonHolders{Path: path, Contenders: []jsonContender{}}
-		for i, cn := range cs {
-			out.Contenders = append(out.Contenders, contenderJSON(cn, i, 1))
+		out := jsonHolders{Path: path, Kind: l.kind, Permits: l.permits, Contenders: []jsonContender{}}
+		role, pos := positions(l.kind, l.contenders)
+		for i, cn := range l.contenders {
+			out.Contenders = append(out.Contenders, contenderJSON(cn, role[i], pos[i]))
 		}
 		return c.printJSON(exitOK, out)
 	}
-	if len(cs) == 0 {
+	if len(l.contenders) == 0 {
 		fmt.Fprintf(c.stdout, "%s: no holder, no waiters\n", path)
 		return exitOK, nil
 	}
-	printContenders(c.stdout, cs, true)
+	printContenders(c.stdout, l.kind, l.contenders, true)
 	return exitOK, nil
 }
 
-// printContenders prints a lock's line as a table, holder first, with each
+// printContenders prints a line as a table, holders first, with each
 // node's full path or only its name.
-func printContenders(w io.Writer, cs []zklock.Contender, fullPath bool) {
+func printContenders(w io.Writer, kind string, cs []zklock.Contender, fullPath bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROLE\tNODE\tSESSION\tTOKEN\tDATA")
+	role, pos := positions(kind, cs)
 	for i, c := range cs {
-		role := "holder"
-		if i > 0 {
-			role = "waiter " + strconv.Itoa(i)
-		}
 		node := c.Path
 		if !fullPath {
-			node = node[strings.LastIndex(node, "/")+1:]
+			node = nodeName(node)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", role, node, sessionID(c.SessionID), c.Token, printable(c.Data))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", roleText(role[i], pos[i]), node, sessionID(c.SessionID), c.Token, printable(c.Data))
 	}
 	tw.Flush()
 }
+
+// roleText is a role as the text output shows it: "holder", "waiter 2".
+func roleText(role string, position int) string {
+	if position == 0 {
+		return role
+	}
+	return role + " " + strconv.Itoa(position)
+}
+
+// nodeName is the last element of a node's path.
+func nodeName(path string) string { return path[strings.LastIndex(path, "/")+1:] }
 
 // printable shows node data as is when it is printable text, else quoted.
 func printable(b []byte) string {

@@ -4,34 +4,76 @@
 //
 // Usage:
 //
-//	zklock [-zk SERVERS] [-session-timeout D] [-v] [-json] [-metrics ADDR] COMMAND [ARGS]
+//	zklock [COMMON FLAGS] COMMAND [ARGS]
+//	zklock help [COMMAND [SUBCOMMAND]]
+//	zklock -version
+//
+// help prints the usage, or a command's synopsis and flags, on stdout.
+// -version (or --version) prints the module version zklock was built from:
+// a release's tag when installed with go install, a pseudo-version when
+// built in a git checkout (Go 1.24 on), "(devel)" without version control
+// information.
 //
 // Commands:
 //
-//	run [-timeout D] [-data S] [-grace D] PATH -- CMD [ARGS...]
+//	run [-n N] [-timeout D] [-data S] [-grace D] PATH -- CMD [ARGS...]
 //	    Like flock(1): wait for the lock at PATH (at most -timeout; 0, the
 //	    default, waits forever), run CMD with stdin, stdout and stderr passed
 //	    through and ZKLOCK_TOKEN set to the lock's fencing token (a decimal
 //	    integer, higher for every later holder of PATH), then release the
-//	    lock. SIGINT and SIGTERM are forwarded to CMD. If the lock is lost
-//	    while CMD runs (session expired or lost, node deleted), CMD gets
-//	    SIGTERM, and SIGKILL -grace (default 5s) later. Signals go to CMD's
-//	    process only, not to processes it started: in `sh -c`, exec the
-//	    last command. -data is stored in the lock node for `holders`
-//	    (default: host, pid and CMD). -timeout counts from when the session
-//	    is established; connecting gives up after 15s.
+//	    lock. With -n N, hold one of N permits of a semaphore at PATH
+//	    instead (as consul lock -n): at most N CMDs run at once, first come
+//	    first served. -data is stored in the lock node for `holders` (default: host,
+//	    pid and CMD). -timeout counts from when the session is established;
+//	    connecting gives up after 15s.
+//
+//	    CMD never outlives the lock. It runs in a process group of its own,
+//	    with every process it starts (unless one leaves the group, as a
+//	    daemon does with setsid):
+//	      - SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM and SIGTERM
+//	        sent to zklock are forwarded, once each, to the group (a
+//	        terminal's Ctrl-C, sent to zklock's group, reaches CMD through
+//	        zklock only). A signal zklock was started with ignored (nohup)
+//	        stays ignored, for CMD too. zklock does not stop on SIGTSTP
+//	        (Ctrl-Z): stopped, it would let the lock expire under CMD.
+//	      - When CMD exits, processes it left in its group get SIGTERM, and
+//	        SIGKILL -grace (default 5s) later; the lock is released once
+//	        none is left.
+//	      - If the lock is lost while the group runs (session expired or
+//	        lost, node deleted), the group gets SIGTERM, and SIGKILL -grace
+//	        later, or sooner: before ZooKeeper could expire the session and
+//	        give the lock to another (a fifth of the session timeout after
+//	        the session is given up); zklock exits 75 once it is gone.
+//	      - If zklock dies, kill -9 included, the group is killed at once
+//	        (SIGKILL), before ZooKeeper can expire the session and give the
+//	        lock to another: a small process of zklock's, which shows as
+//	        zklock-guard, watches over the group. If zklock stops (SIGSTOP,
+//	        a frozen machine), the guard ends the group on its own by the
+//	        session's deadlines, which zklock keeps telling it: SIGTERM when
+//	        the session would give itself up, SIGKILL before it could expire.
+//	    As for a command started with & from an interactive shell, CMD is
+//	    in the background of the terminal: if it reads from the terminal it
+//	    is stopped (SIGTTIN). Where there are no Unix process groups
+//	    (Windows), run, lead and queue take refuse to start CMD.
 //
 //	holders PATH
-//	    Print the lock's holder, then its waiters in the order they will be
-//	    served: node path, session id, fencing token and data.
+//	    Print the contenders of the lock, semaphore or election at PATH:
+//	    the holders first (a lock's one holder, or readers sharing it, a
+//	    semaphore's permit holders, an election's leader), then the
+//	    waiters in the order they will be served: node path, session id,
+//	    fencing token and data. Who holds is the recipe's own rule, as its
+//	    Contenders reports it (zklock.Contender.Holds). The recipe is told
+//	    by its nodes' names: "-elect-" an election's, "-sem-" a
+//	    semaphore's, any lock's otherwise.
 //
 //	watch [-once] PATH
 //	    Show the line of the lock, semaphore or election at PATH, and show
-//	    it again each time it changes: the holder (an election's leader),
-//	    then the waiters in order, each with how long ago it joined the line
-//	    (its node's ctime, by the server's clock). It sets ZooKeeper watches
-//	    on the directory and on the holder's node and never polls, so the
-//	    times shown are those of the last change. Frames are separated by a
+//	    it again each time it changes: the holders (an election's leader),
+//	    as holders tells them, then the waiters in order, each with how
+//	    long ago it joined the line (its node's ctime, by the server's
+//	    clock). It sets ZooKeeper watches on the directory and on the first
+//	    holder's node and never polls, so the times shown are those of the
+//	    last change. Frames are separated by a
 //	    blank line, or clear the screen when stdout is a terminal; with
 //	    -json each frame is one JSON object on a line of its own. -once
 //	    prints one frame and exits. SIGINT and SIGTERM end it (status 0).
@@ -40,10 +82,11 @@
 //	    Campaign in the leader election at PATH (at most -timeout; 0, the
 //	    default, waits forever) and, once elected, run CMD as run does, with
 //	    ZKLOCK_TOKEN set to the term (a decimal integer, higher for every
-//	    later leader of PATH). When CMD exits, resign: the next campaigner
-//	    is elected. Signals, -grace and the loss of leadership (CMD gets
-//	    SIGTERM, then SIGKILL) are handled as by run. -value is stored in
-//	    the contender's node for `leader` (default: host, pid and CMD).
+//	    later leader of PATH). Once CMD's process group is gone, resign: the
+//	    next campaigner is elected. CMD never outlives the leadership:
+//	    signals, -grace, CMD's exit, the loss of leadership and zklock's
+//	    death are handled as by run. -value is stored in the contender's
+//	    node for `leader` (default: host, pid and CMD).
 //
 //	leader PATH
 //	    Print the election's leader: node path, session id, term and value.
@@ -51,29 +94,45 @@
 //
 //	queue put [-key K] [-delay D] PATH [DATA...]
 //	    Put each DATA argument, or else each line of stdin, as an item in
-//	    the fairqueue at PATH, in order, and print the new items' ids. Items
-//	    go in batches of up to 1000 (and 1 MiB), each batch all or nothing.
+//	    the fairqueue at PATH, in order, and print the new items' ids. Lines
+//	    are put as they come (tail -f FILE | zklock queue put PATH works):
+//	    each as soon as it is read, together with the lines already waiting
+//	    (up to 1000 items and 1 MiB in one all-or-nothing batch). A line
+//	    (or DATA) over zkrecipes.MaxDataSize (1044480 bytes) fails alone:
+//	    it is reported on stderr with the limit, the others are put, and
+//	    zklock exits 1. A line's "\n" or "\r\n" is not part of the item.
 //	    -key K makes the put safe to retry: while the item put with key K is
 //	    in the queue, putting with K again adds nothing and prints its id
-//	    (one item only). -delay D keeps the item from consumers until D has
-//	    passed; its id is then the delayed entry's ("d-...").
+//	    (one item only: stdin is read to its end first). -delay D keeps the
+//	    item from consumers until D has passed; its id is then the delayed
+//	    entry's ("d-..."). With -json the ids (and the items not put) are
+//	    printed once the input has ended. SIGINT or SIGTERM stop it, once
+//	    the batch under way is in (status 0; 1 if lines read were left).
 //
-//	queue take [-once] [-timeout D] [-max-attempts N] [-backoff D] [-grace D] PATH -- CMD [ARGS...]
+//	queue take [-once] [-timeout D] [-max-attempts N] [-backoff D] [-max-backoff D] [-grace D] PATH -- CMD [ARGS...]
 //	    Take the queue's items, oldest first, and run CMD for each, as run
 //	    does: the item's data on CMD's stdin, ZKLOCK_JOB_ID and
 //	    ZKLOCK_JOB_ATTEMPT (1 on the first delivery) in its environment,
 //	    stdout and stderr passed through. When CMD exits 0 the item is
-//	    acked (gone for good); otherwise it is given back, at its place in
-//	    line (held back for -backoff first, if given). With -max-attempts
-//	    N, an item delivered N times goes to the dead letters instead.
-//	    Without -once it goes on with the next item until SIGINT or SIGTERM
-//	    (forwarded to a running CMD, whose item is then settled as usual)
-//	    or, with -timeout, until no item has come for D; with -once it takes
-//	    one item (waiting at most -timeout) and exits with CMD's status. If
-//	    the claim on the item is lost while CMD runs (session over, claim
-//	    node deleted), CMD gets SIGTERM, then SIGKILL -grace later, and
-//	    zklock exits 75: the item will be delivered again. A CMD that cannot
-//	    be started ends the loop too (126, 127), its item given back.
+//	    acked (gone for good); otherwise it is given back at its place in
+//	    line, held back from every consumer first: -backoff (default 1s)
+//	    after the first delivery, doubled after each further one, at most
+//	    -max-backoff (default 1m); -backoff 0 gives it back at once. An
+//	    item delivered -max-attempts times (default 5; 0: no limit) goes to
+//	    the dead letters instead. Each failure is said on stderr: the item,
+//	    CMD's status, the delivery, and what became of the item. So a CMD
+//	    that fails on everything does not spin: with the defaults an item
+//	    is delivered 5 times over some 15 seconds, then set aside.
+//	    Without -once it goes on with the next item until a signal (one of
+//	    those run forwards: forwarded to a running CMD, whose item is then
+//	    settled as usual) or, with -timeout, until no item has come for D;
+//	    with -once it takes one item (waiting at most -timeout) and exits
+//	    with CMD's status. CMD runs in a process group of its own, as under
+//	    run. If the claim on the item is lost while it runs (session over,
+//	    claim node deleted), the group gets SIGTERM, then SIGKILL -grace
+//	    later, and zklock exits 75: the item will be delivered again. A CMD
+//	    that cannot be started ends the loop too (126, 127), its item given
+//	    back.
 //
 //	queue ls PATH
 //	    Print how many items are pending (put and neither claimed, acked
@@ -84,43 +143,93 @@
 //
 //	queue requeue PATH ID...
 //	    Put the dead letters with these ids back at the end of the queue,
-//	    as new items. An id that is no dead letter makes zklock exit 3.
+//	    as new items, and print each new item's id. An id that is no dead
+//	    letter makes zklock exit 3.
 //
-//	demo [-workers N] [-rounds R] [-path P] [-hold D]
-//	    N workers, each with its own ZooKeeper session, take turns on one
-//	    lock R times each. Prints the line as ZooKeeper sees it, each
-//	    hand-off, and checks that the lock was first come first served,
-//	    that fencing tokens increase, and that no node is left behind.
+//	demo [-path P] [-workers N] [-rounds R] [-replicas N] [-producers N] [-consumers N] [-items N] [-hold D]
+//	    The library's three uses, one after the other, each client with a
+//	    ZooKeeper session of its own (about 2 s with the defaults):
+//	      1. -workers workers (5) take turns on the lock P/lock -rounds
+//	         times each (3), first come first served, each hand-off with
+//	         a higher fencing token.
+//	      2. -replicas replicas (3) campaign in the election P/election;
+//	         each leader resigns, or its session is closed, and the next
+//	         in line takes over with a higher term, as another session
+//	         sees with Observe.
+//	      3. -producers producers (2) put -items jobs each (3) in the
+//	         queue P/queue; -consumers consumers (3) take them, oldest
+//	         first, and ack them.
+//	    A worker holds the lock, a leader leads and a consumer works on a
+//	    job for -hold (50ms). Each part prints what happens, then checks
+//	    it: first come first served, tokens and terms increasing, every job
+//	    taken and acked once, oldest first, and nothing left behind; zklock
+//	    exits 1 if a check fails. P (default /zkrecipes/demo) must hold no
+//	    contender and no job. Interrupted, the demo takes back the jobs it
+//	    left in the queue.
 //
 // Flags common to every command (given before or after the command name):
 //
-//	-zk SERVERS          comma-separated host:port list (default $ZK_CONNECT,
-//	                     else 127.0.0.1:2181)
+//	-zk SERVERS          comma-separated host:port list, as the Java client
+//	                     takes it: the port defaults to 2181, and the last
+//	                     address may be followed by a chroot
+//	                     ("zk1:2181,zk2:2181/app": every PATH is then under
+//	                     /app, which must exist) (default $ZK_CONNECT, else
+//	                     127.0.0.1:2181)
 //	-session-timeout D   ZooKeeper session timeout (default 10s)
 //	-v                   log to stderr at info level; -v -v for debug
 //	-json                print listings as JSON: holders, leader, watch,
-//	                     queue put, queue ls, queue dead
+//	                     queue put, queue ls, queue dead, queue requeue
 //	-metrics ADDR        serve the library's OpenTelemetry metrics in the
 //	                     Prometheus text format at http://ADDR/metrics while
 //	                     zklock runs (port 0 picks a free port; the address
 //	                     is printed on stderr)
 //
+// Flags to reach a secured ensemble, common to every command too. TLS is
+// to the servers' secureClientPort (see zkrecipes.WithTLS); the names are
+// Consul's:
+//
+//	-tls                 talk TLS with the system's roots; implied by the
+//	                     flags below
+//	-ca-file FILE        trust the CA certificates in FILE (PEM) for the
+//	                     servers' certificates
+//	-client-cert FILE    present this client certificate (PEM), which a
+//	                     server with ssl.clientAuth=need (the default) or
+//	                     want asks for; the session is then also x509-
+//	                     authenticated with its subject
+//	-client-key FILE     the client certificate's private key (PEM)
+//	-tls-server-name N   check the servers' certificates for N (default:
+//	                     each server's host as given in -zk)
+//	-auth USER:PASSWORD  authenticate with the digest scheme (default
+//	                     $ZK_AUTH, which ps does not show); the nodes zklock
+//	                     creates (locks, elections, queues) are then for that
+//	                     identity only (zkrecipes.WithAuth)
+//
+// A file that cannot be read or holds no certificate is bad usage.
+//
 // In JSON, node data is "data" when it is UTF-8 text, else "data_base64";
-// session ids are hexadecimal strings, as in the text output.
+// session ids are hexadecimal strings, as in the text output. holders and
+// watch give the kind of line ("lock", "semaphore", "election"), a
+// semaphore's permits, and the contenders in order, each with its role
+// ("holder" or "waiter"; "leader" or "candidate") and position (0 for a
+// holder, 1... for the waiters in the order they will be served).
 //
 // Exit status:
 //
 //	0    success (run, lead, queue take -once: CMD's own status; 128+N if
-//	     CMD died of signal N; watch, queue take: stopped by SIGINT or
-//	     SIGTERM, or queue take's -timeout passed with no item)
-//	1    failure: ZooKeeper unreachable or failing, or a demo check failed
+//	     CMD died of signal N; watch, queue take, queue put: stopped by a
+//	     signal, or queue take's -timeout passed with no item)
+//	1    failure: ZooKeeper unreachable or failing, a line or DATA too
+//	     large for queue put, a demo check failed, or (run, lead, queue
+//	     take) the process watching over CMD's group was killed; zklock
+//	     then kills the group itself
 //	2    bad usage
 //	3    leader: the election has no leader; queue requeue: no such dead
 //	     letter
 //	73   run, lead: the lock or leadership was not won within -timeout;
 //	     queue take -once: no item came within -timeout
-//	75   run, lead: the lock or leadership was lost while CMD ran; queue
-//	     take: the claim on the item was lost while CMD ran
+//	75   run, lead: the lock or leadership was lost while CMD (or its
+//	     process group) ran; queue take: the claim on the item was lost
+//	     while CMD ran
 //	126  run, lead, queue take: CMD could not be started
 //	127  run, lead, queue take: CMD was not found
 //	128+N  zklock was interrupted by signal N while waiting for the lock,
@@ -164,6 +273,9 @@ const (
 const connectTimeout = 15 * time.Second
 
 func main() {
+	if os.Getenv(guardEnv) != "" { // zklock started itself to guard a CMD
+		os.Exit(guardMain())
+	}
 	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -174,6 +286,7 @@ type cli struct {
 	verbosity      verbosity
 	json           bool   // -json: print listings as JSON
 	metricsAddr    string // -metrics: serve Prometheus metrics there
+	sec            security
 
 	stdout, stderr io.Writer
 	log            *slog.Logger
@@ -213,29 +326,25 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	if c.servers == "" {
 		c.servers = "127.0.0.1:2181"
 	}
+	c.sec.auth = os.Getenv("ZK_AUTH")
 	defer c.stopMetrics()
 	fs := c.flagSet("zklock")
+	showVersion := fs.Bool("version", false, "print zklock's version and exit")
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	if err := fs.Parse(args); err != nil {
 		return flagStatus(err)
 	}
+	if *showVersion {
+		if fs.NArg() > 0 {
+			return c.usage(usagef("-version takes no arguments, got %q", fs.Args()))
+		}
+		fmt.Fprintf(stdout, "zklock %s\n", version())
+		return exitOK
+	}
 	if fs.NArg() == 0 {
 		return c.usage(usagef("no command given"))
 	}
-	commands := map[string]func([]string) (int, error){
-		"run":     c.run,
-		"holders": c.holders,
-		"watch":   c.watch,
-		"lead":    c.lead,
-		"leader":  c.leader,
-		"queue":   c.queue,
-		"demo":    c.demo,
-	}
-	cmd, ok := commands[fs.Arg(0)]
-	if !ok {
-		return c.usage(usagef("unknown command %q", fs.Arg(0)))
-	}
-	code, err := cmd(fs.Args()[1:])
+	code, err := c.dispatch(fs.Args())
 	var ue usageError
 	var fe flagError
 	switch {
@@ -249,47 +358,98 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
+// commands are zklock's commands, by name.
+func (c *cli) commands() map[string]func([]string) (int, error) {
+	return map[string]func([]string) (int, error){
+		"run":     c.run,
+		"holders": c.holders,
+		"watch":   c.watch,
+		"lead":    c.lead,
+		"leader":  c.leader,
+		"queue":   c.queue,
+		"demo":    c.demo,
+		"help":    c.help,
+	}
+}
+
+// dispatch runs the command args name.
+func (c *cli) dispatch(args []string) (int, error) {
+	cmd, ok := c.commands()[args[0]]
+	if !ok {
+		return exitUsage, usagef("unknown command %q", args[0])
+	}
+	return cmd(args[1:])
+}
+
 const usage = `Usage:
-  zklock [-zk SERVERS] [-session-timeout D] [-v] [-json] [-metrics ADDR] COMMAND [ARGS]
+  zklock [COMMON FLAGS] COMMAND [ARGS]
+  zklock help [COMMAND [SUBCOMMAND]]     this text, or a command's flags
+  zklock -version                        print zklock's version
 
 Commands:
-  run [-timeout D] [-data S] [-grace D] PATH -- CMD [ARGS...]
-        hold the lock at PATH while CMD runs (ZKLOCK_TOKEN = fencing token)
+  run [-n N] [-timeout D] [-data S] [-grace D] PATH -- CMD [ARGS...]
+        hold the lock at PATH (-n: one of N permits) while CMD runs (ZKLOCK_TOKEN = fencing token);
+        CMD's process group never outlives the lock: signals are forwarded
+        to it, and it is killed if the lock is lost or zklock dies
   holders PATH
-        list the lock's holder and waiters
+        list the holders and waiters of the lock, semaphore or election at PATH
   watch [-once] PATH
-        show the line of a lock, semaphore or election live: holder, waiters,
+        show the line of a lock, semaphore or election live: holders, waiters,
         time in line; redrawn on every change
   lead [-timeout D] [-value S] [-grace D] PATH -- CMD [ARGS...]
-        once elected leader at PATH, run CMD (ZKLOCK_TOKEN = term); then resign
+        once elected leader at PATH, run CMD (ZKLOCK_TOKEN = term) as run
+        does; then resign
   leader PATH
         print the election's leader (exit 3 if none)
   queue put [-key K] [-delay D] PATH [DATA...]
-        put each DATA (else each line of stdin) in the queue at PATH; print ids
-  queue take [-once] [-timeout D] [-max-attempts N] [-backoff D] [-grace D]
-             PATH -- CMD [ARGS...]
+        put each DATA, else each line of stdin as it comes, in the queue at
+        PATH; print the ids; a line over 1044480 bytes fails alone
+  queue take [-once] [-timeout D] [-max-attempts N] [-backoff D]
+             [-max-backoff D] [-grace D] PATH -- CMD [ARGS...]
         run CMD for each item: data on stdin, ZKLOCK_JOB_ID, ZKLOCK_JOB_ATTEMPT;
-        ack the item if CMD exits 0, else give it back; until SIGINT/SIGTERM
+        ack the item if CMD exits 0, else give it back, held back 1s, then 2s,
+        4s... (-backoff, -max-backoff 1m); dead letter after 5 deliveries
+        (-max-attempts); each failure said on stderr; until SIGINT/SIGTERM
   queue ls PATH
         count the pending items and the dead letters
   queue dead PATH
         list the dead letters
   queue requeue PATH ID...
-        put dead letters back at the end of the queue
-  demo [-workers N] [-rounds R] [-path P] [-hold D]
-        show N sessions taking turns on one lock
+        put dead letters back at the end of the queue; print their new ids
+  demo [-path P] [-workers N] [-rounds R] [-replicas N] [-producers N]
+       [-consumers N] [-items N] [-hold D]
+        show a fair mutex, an election's hand-overs and a job queue at work,
+        each client with a session of its own, and check what they did
 
 Common flags (before or after COMMAND):
-  -zk SERVERS          comma-separated host:port list ($ZK_CONNECT, else 127.0.0.1:2181)
+  -zk SERVERS          comma-separated host:port list, optionally ending in /chroot
+                       ($ZK_CONNECT, else 127.0.0.1:2181)
   -session-timeout D   ZooKeeper session timeout (default 10s)
   -v                   log at info level; -v -v for debug
-  -json                print listings as JSON (holders, leader, watch, queue put/ls/dead)
+  -json                print listings as JSON: holders, leader, watch, queue put,
+                       queue ls, queue dead, queue requeue
   -metrics ADDR        serve Prometheus metrics at http://ADDR/metrics while zklock runs
+
+Secured ensembles (common flags too):
+  -tls                 talk TLS (the servers' secureClientPort); implied by the
+                       four flags below
+  -ca-file FILE        CA certificates (PEM) to check the servers' certificates
+                       with (default: the system's roots)
+  -client-cert FILE    client certificate (PEM), for ssl.clientAuth=need or want
+  -client-key FILE     its private key (PEM)
+  -tls-server-name N   name the servers' certificates must be valid for
+                       (default: each server's host, as given in -zk)
+  -auth USER:PASSWORD  authenticate with the digest scheme ($ZK_AUTH; better than
+                       the command line, which ps shows); the nodes zklock then
+                       creates are for that user only
 
 Exit status:
   0      ok; run, lead, queue take -once: CMD's status (128+N if it died of
-         signal N); watch, queue take: stopped by SIGINT/SIGTERM or -timeout
-  1      failure (ZooKeeper unreachable or failing, a demo check failed)
+         signal N); watch, queue take, queue put: stopped by SIGINT/SIGTERM
+         or -timeout
+  1      failure (ZooKeeper unreachable or failing, a line too large for
+         queue put, a demo check failed, the process watching over CMD's
+         group was killed)
   2      bad usage
   3      leader: no leader; queue requeue: no such dead letter
   73     run, lead: lock or leadership not won within -timeout;
@@ -317,11 +477,12 @@ func (c *cli) usage(err error) int {
 func (c *cli) flagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
-	fs.StringVar(&c.servers, "zk", c.servers, "ZooKeeper `servers`, comma-separated host:port")
-	fs.DurationVar(&c.sessionTimeout, "session-timeout", c.sessionTimeout, "ZooKeeper session timeout")
+	fs.StringVar(&c.servers, "zk", c.servers, "the ZooKeeper `SERVERS`, a comma-separated host:port list, optionally ending in /chroot ($ZK_CONNECT)")
+	fs.DurationVar(&c.sessionTimeout, "session-timeout", c.sessionTimeout, "ZooKeeper session timeout `D`")
 	fs.Var(&c.verbosity, "v", "more logging (repeat for more)")
 	fs.BoolVar(&c.json, "json", c.json, "print listings as JSON")
 	fs.StringVar(&c.metricsAddr, "metrics", c.metricsAddr, "serve Prometheus metrics at http://`ADDR`/metrics")
+	c.sec.register(fs)
 	return fs
 }
 
@@ -331,7 +492,17 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, synopsis string) error {
 	c.synopsis = synopsis
 	fs.Usage = func() {
 		fmt.Fprintf(c.stderr, "Usage: zklock %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
+		// -json only where it works. (It is defined everywhere, so that
+		// elsewhere it is refused with a word on why.)
+		shown := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+		shown.SetOutput(fs.Output())
+		fs.VisitAll(func(f *flag.Flag) {
+			if f.Name != "json" || c.listing {
+				shown.Var(f.Value, f.Name, f.Usage)
+				shown.Lookup(f.Name).DefValue = f.DefValue
+			}
+		})
+		shown.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return flagError{err}
@@ -342,12 +513,15 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, synopsis string) error {
 	if c.sessionTimeout <= 0 {
 		return usagef("-session-timeout must be positive")
 	}
+	if err := c.sec.check(); err != nil {
+		return err
+	}
 	if c.json && !c.listing {
 		name := strings.Fields(synopsis)[:1]
 		if name[0] == "queue" {
 			name = strings.Fields(synopsis)[:2]
 		}
-		return usagef("-json: %s prints no listing (holders, leader, watch, queue put, ls and dead do)", strings.Join(name, " "))
+		return usagef("-json: %s prints no listing (holders, leader, watch, queue put, ls, dead and requeue do)", strings.Join(name, " "))
 	}
 	level := slog.LevelWarn - slog.Level(4*c.verbosity)
 	c.log = slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
@@ -376,6 +550,7 @@ func (c *cli) connect(ctx context.Context, log *slog.Logger) (*zkrecipes.Session
 		return nil, err
 	}
 	opts := []zkrecipes.Option{zkrecipes.WithSessionTimeout(c.sessionTimeout), zkrecipes.WithLogger(log)}
+	opts = append(opts, c.sec.options()...)
 	if c.metricsAddr != "" {
 		m, err := c.startMetrics()
 		if err != nil {
@@ -386,6 +561,9 @@ func (c *cli) connect(ctx context.Context, log *slog.Logger) (*zkrecipes.Session
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	s, err := zkrecipes.Connect(ctx, servers, opts...)
+	if errors.Is(err, zkrecipes.ErrInvalidArgument) {
+		return nil, usageError{err.Error()} // such as a server address it cannot read
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -87,26 +87,49 @@ func TestMetrics(t *testing.T) {
 	}
 	families := scrape(t, m[1])
 
-	const name = "zkrecipes_lock_wait_duration_seconds"
-	f := families[name]
-	if f.GetType() != dto.MetricType_HISTOGRAM {
-		var names []string
-		for n := range families {
-			names = append(names, n)
+	// The OpenTelemetry names as the exporter translates them: the unit
+	// "s" a suffix, annotations such as "{lease}" dropped, dots and the
+	// attributes' dots made underscores.
+	for name, want := range map[string]dto.MetricType{
+		"zkrecipes_lock_wait_duration_seconds": dto.MetricType_HISTOGRAM,
+		"zkrecipes_lock_wait_active":           dto.MetricType_GAUGE,
+		"zkrecipes_lock_lease_active":          dto.MetricType_GAUGE,
+		"zkrecipes_session_count":              dto.MetricType_GAUGE,
+	} {
+		if f := families[name]; f.GetType() != want {
+			var names []string
+			for n := range families {
+				names = append(names, n)
+			}
+			t.Fatalf("%s: %v, want a %v; families: %v", name, f, want, names)
 		}
-		t.Fatalf("%s: %v, want a histogram; families: %v", name, f, names)
 	}
-	s := sample(families, name, map[string]string{"recipe": "mutex", "outcome": "acquired"})
+	const name = "zkrecipes_lock_wait_duration_seconds"
+	s := sample(families, name, map[string]string{"zkrecipes_recipe": "mutex", "zkrecipes_outcome": "acquired"})
 	if s == nil {
-		t.Fatalf("%s has no sample with recipe=mutex, outcome=acquired: %v", name, f)
+		t.Fatalf("%s has no sample with zkrecipes_recipe=mutex, zkrecipes_outcome=acquired: %v", name, families[name])
 	}
 	if n := s.GetHistogram().GetSampleCount(); n != 1 {
-		t.Errorf("%s{recipe=mutex,outcome=acquired}: count %d, want 1", name, n)
+		t.Errorf("%s{zkrecipes_recipe=mutex,zkrecipes_outcome=acquired}: count %d, want 1", name, n)
 	}
+	version := ""
 	for _, l := range s.GetLabel() {
 		if strings.Contains(l.GetValue(), path) {
 			t.Errorf("label %s=%q carries the lock path", l.GetName(), l.GetValue())
 		}
+		if l.GetName() == "otel_scope_version" {
+			version = l.GetValue()
+		}
+	}
+	if version == "" {
+		t.Errorf("%s: no otel_scope_version: the instrumentation scope's version is not set", name)
+	}
+	// The lease run holds, and its session, connected.
+	if s := sample(families, "zkrecipes_lock_lease_active", map[string]string{"zkrecipes_recipe": "mutex"}); s.GetGauge().GetValue() != 1 {
+		t.Errorf("zkrecipes_lock_lease_active{zkrecipes_recipe=mutex}: %v, want 1", s)
+	}
+	if s := sample(families, "zkrecipes_session_count", map[string]string{"zkrecipes_session_state": "connected"}); s.GetGauge().GetValue() != 1 {
+		t.Errorf("zkrecipes_session_count{zkrecipes_session_state=connected}: %v, want 1", s)
 	}
 
 	cmd.Process.Signal(syscall.SIGTERM)

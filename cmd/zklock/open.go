@@ -40,3 +40,14 @@ func openUntilSignal[T, O any](c *cli, path string, newRecipe func(*zkrecipes.Se
 	}
 	return ctx, r, func() { s.Close(); stop() }, nil
 }
+
+// connectUntilSignal is openUntilSignal for a command that reads what is
+// at a path without knowing first which recipe's it is (holders).
+func connectUntilSignal(c *cli) (ctx context.Context, s *zkrecipes.Session, done func(), err error) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	if s, err = c.connect(ctx, c.log); err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	return ctx, s, func() { s.Close(); stop() }, nil
+}

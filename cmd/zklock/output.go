@@ -27,10 +27,10 @@ func newJSONData(b []byte) jsonData {
 	return jsonData{Base64: b}
 }
 
-// jsonContender is one contender of a lock's line (holders, watch).
+// jsonContender is one contender of a line (holders, watch).
 type jsonContender struct {
 	Role     string `json:"role"`     // holder or waiter; leader or candidate in an election
-	Position int    `json:"position"` // 0 for a holder, 1... for the waiters in order
+	Position int    `json:"position"` // 0 for a holder, 1... for the waiters in the order they will be served
 	Path     string `json:"path"`
 	Session  string `json:"session"`
 	Token    int64  `json:"token"` // the node's czxid: the fencing token, an election's term
@@ -44,7 +44,9 @@ type jsonContender struct {
 // jsonHolders is holders' output.
 type jsonHolders struct {
 	Path       string          `json:"path"`
-	Contenders []jsonContender `json:"contenders"`
+	Kind       string          `json:"kind,omitempty"`    // lock, semaphore, election; none with no contenders
+	Permits    int             `json:"permits,omitempty"` // a semaphore's
+	Contenders []jsonContender `json:"contenders"`        // holders first, then the waiters in order
 }
 
 // jsonLeader is leader's output; Leader is null with no leader.
@@ -64,14 +66,9 @@ type jsonLeaderNode struct {
 // sessionID is how a session id is shown.
 func sessionID(id int64) string { return fmt.Sprintf("0x%x", id) }
 
-// contenderJSON is a contender of a lock at position i of its line, the
-// first holders of which hold.
-func contenderJSON(c zklock.Contender, i, holders int) jsonContender {
-	j := jsonContender{Role: "holder", Path: c.Path, Session: sessionID(c.SessionID), Token: c.Token, jsonData: newJSONData(c.Data)}
-	if i >= holders {
-		j.Role, j.Position = "waiter", i-holders+1
-	}
-	return j
+// contenderJSON is a contender with its role and position (see positions).
+func contenderJSON(c zklock.Contender, role string, position int) jsonContender {
+	return jsonContender{Role: role, Position: position, Path: c.Path, Session: sessionID(c.SessionID), Token: c.Token, jsonData: newJSONData(c.Data)}
 }
 
 // printJSON prints v as one line of JSON and returns code, or the failure

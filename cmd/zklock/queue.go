@@ -1,18 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"strconv"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -77,157 +74,17 @@ func (c *cli) queueOnePath(name string, args []string) (string, error) {
 	return path, nil
 }
 
-// queuePut is `zklock queue put`.
-func (c *cli) queuePut(args []string) (int, error) {
-	const name, synopsis = "queue put", "queue put [-key K] [-delay D] PATH [DATA...]"
-	fs := c.flagSet(name)
-	key := fs.String("key", "", "put one item with this `key`: a retry with the same key adds nothing while the item is in the queue")
-	delay := fs.Duration("delay", 0, "keep the items from consumers until `D` has passed")
-	c.listing = true
-	if err := c.parse(fs, args, synopsis); err != nil {
-		return exitUsage, err
-	}
-	path, data, err := c.queuePath(fs, name)
-	if err != nil {
-		return exitUsage, err
-	}
-	if *delay < 0 {
-		return exitUsage, usagef("%s: -delay must not be negative", name)
-	}
-	var items [][]byte
-	for _, d := range data {
-		items = append(items, []byte(d))
-	}
-	if len(data) == 0 {
-		if items, err = readLines(os.Stdin); err != nil {
-			return exitFailure, fmt.Errorf("reading stdin: %w", err)
-		}
-	}
-	switch {
-	case *key != "" && len(items) != 1:
-		return exitUsage, usagef("%s: -key is for one item, got %d", name, len(items))
-	case len(items) == 0:
-		return exitUsage, usagef("%s: no items: give DATA arguments or lines on stdin", name)
-	}
-
-	ctx, q, done, err := openUntilSignal(c, path, fairqueue.New)
-	if err != nil {
-		return exitFailure, err
-	}
-	defer done()
-
-	var ids []string
-	printed := 0
-	show := func() { // in text, each batch's ids as soon as they are in
-		if !c.json {
-			for _, id := range ids[printed:] {
-				fmt.Fprintln(c.stdout, id)
-			}
-			printed = len(ids)
-		}
-	}
-	err = func() error {
-		if *key != "" || *delay > 0 {
-			var opts []fairqueue.PutOption
-			if *key != "" {
-				opts = append(opts, fairqueue.WithKey(*key))
-			}
-			if *delay > 0 {
-				opts = append(opts, fairqueue.WithDelay(*delay))
-			}
-			for _, item := range items {
-				id, err := q.Put(ctx, item, opts...)
-				if err != nil {
-					return err
-				}
-				ids = append(ids, id)
-				show()
-			}
-			return nil
-		}
-		for _, batch := range batches(items, len(path)) {
-			var got []string
-			var err error
-			if len(batch) == 1 {
-				var id string
-				id, err = q.Put(ctx, batch[0])
-				got = []string{id}
-			} else {
-				got, err = q.PutMany(ctx, batch)
-			}
-			if err != nil {
-				return err
-			}
-			ids = append(ids, got...)
-			show()
-		}
-		return nil
-	}()
-	if c.json {
-		if code, err := c.printJSON(exitOK, jsonPut{Path: path, IDs: append([]string{}, ids...)}); err != nil {
-			return code, err
-		}
-	}
-	if err != nil {
-		if errors.Is(err, fairqueue.ErrOutcomeUnknown) {
-			err = fmt.Errorf("%w (%d items put before it; the next batch may or may not be in: -key makes a retry safe)", err, len(ids))
-		} else if len(ids) > 0 {
-			err = fmt.Errorf("%w (%d items put before it)", err, len(ids))
-		}
-		return exitFailure, err
-	}
-	return exitOK, nil
-}
-
-// jsonPut is queue put's output.
-type jsonPut struct {
-	Path string   `json:"path"`
-	IDs  []string `json:"ids"`
-}
-
-// readLines reads r's lines, without their line ends: each is an item.
-func readLines(r io.Reader) ([][]byte, error) {
-	var items [][]byte
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), zkrecipes.MaxDataSize+2)
-	for sc.Scan() {
-		items = append(items, bytes.TrimSuffix(bytes.Clone(sc.Bytes()), []byte("\r")))
-	}
-	return items, sc.Err()
-}
-
-// batches splits items into PutMany's batches: at most fairqueue.MaxBatch
-// items and zkrecipes.MaxDataSize bytes of request each, pathLen being the
-// length of the queue's path.
-func batches(items [][]byte, pathLen int) [][][]byte {
-	var out [][][]byte
-	var cur [][]byte
-	size := 0
-	for _, item := range items {
-		n := len(item) + pathLen + 64 // the data, and the path and header of its create
-		if len(cur) > 0 && (len(cur) == fairqueue.MaxBatch || size+n > zkrecipes.MaxDataSize) {
-			out = append(out, cur)
-			cur, size = nil, 0
-		}
-		cur = append(cur, item)
-		size += n
-	}
-	if len(cur) > 0 {
-		out = append(out, cur)
-	}
-	return out
-}
-
 // queueTake is `zklock queue take`.
 func (c *cli) queueTake(args []string) (int, error) {
 	const name = "queue take"
 	fs := c.flagSet(name)
 	once := fs.Bool("once", false, "take one item, run CMD for it, and exit with CMD's status")
 	timeout := fs.Duration("timeout", 0, "wait at most `D` for an item: then exit 73 with -once, else stop (status 0); 0 waits forever")
-	maxAttempts := fs.Int("max-attempts", 0, "move an item delivered `N` times to the dead letters instead of giving it back; 0: no limit")
-	backoff := fs.Duration("backoff", 0, "hold an item CMD failed on back from every consumer for `D` before it is delivered again")
-	grace := fs.Duration("grace", 5*time.Second, "if the claim on the item is lost, wait `D` between SIGTERM and SIGKILL to CMD")
-	if err := c.parse(fs, args, "queue take [-once] [-timeout D] [-max-attempts N] [-backoff D] [-grace D] PATH -- CMD [ARGS...]"); err != nil {
+	maxAttempts := fs.Int("max-attempts", defaultMaxAttempts, "move an item delivered `N` times, CMD failing each time, to the dead letters; 0: no limit")
+	backoff := fs.Duration("backoff", defaultBackoff, "hold an item CMD failed on back for `D` before it is delivered again, doubled on each further failure; 0: give it back at once")
+	maxBackoff := fs.Duration("max-backoff", defaultMaxBackoff, "the longest `D` an item is held back")
+	grace := fs.Duration("grace", 5*time.Second, "wait `D` between SIGTERM and SIGKILL to CMD's process group when the claim on the item is lost, or when CMD exits leaving processes in its group")
+	if err := c.parse(fs, args, "queue take [-once] [-timeout D] [-max-attempts N] [-backoff D] [-max-backoff D] [-grace D] PATH -- CMD [ARGS...]"); err != nil {
 		return exitUsage, err
 	}
 	path, argv, err := cmdArgs(name, fs.Args())
@@ -240,6 +97,10 @@ func (c *cli) queueTake(args []string) (int, error) {
 		return exitUsage, usagef("%s: -max-attempts must not be negative", name)
 	case *backoff < 0:
 		return exitUsage, usagef("%s: -backoff must not be negative", name)
+	case *maxBackoff < *backoff && isSet(fs, "max-backoff"):
+		return exitUsage, usagef("%s: -max-backoff %v is less than -backoff %v", name, *maxBackoff, *backoff)
+	case *maxBackoff < *backoff:
+		*maxBackoff = *backoff
 	case *grace < 0:
 		return exitUsage, usagef("%s: -grace must not be negative", name)
 	}
@@ -247,12 +108,14 @@ func (c *cli) queueTake(args []string) (int, error) {
 	if *maxAttempts > 0 {
 		opts = append(opts, fairqueue.WithMaxAttempts(*maxAttempts))
 	}
-	t := &taker{cli: c, path: path, argv: argv, once: *once, timeout: *timeout, backoff: *backoff, grace: *grace}
+	t := &taker{cli: c, path: path, argv: argv, once: *once, timeout: *timeout,
+		maxAttempts: *maxAttempts, backoff: *backoff, maxBackoff: *maxBackoff, grace: *grace}
 
-	// From here on, SIGINT and SIGTERM are ours to handle: they stop the
-	// wait for an item, or are forwarded to CMD.
+	// From here on, the signals a user sends (SIGINT, SIGTERM, SIGHUP, ...)
+	// are ours to handle: they stop the wait for an item, or are forwarded
+	// to CMD.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	notifyUnlessIgnored(sigs, forwardedSignals()...)
 	defer signal.Stop(sigs)
 
 	type opened struct {
@@ -283,8 +146,11 @@ type taker struct {
 	argv    []string
 	once    bool
 	timeout time.Duration
-	backoff time.Duration
 	grace   time.Duration
+
+	// What becomes of an item CMD failed on: see retry.
+	maxAttempts         int
+	backoff, maxBackoff time.Duration
 
 	s *zkrecipes.Session
 	q *fairqueue.Queue
@@ -336,11 +202,13 @@ func (t *taker) loop(sigs <-chan os.Signal) (int, error) {
 			grace: t.grace,
 			lost:  job.Done(),
 			err:   func() error { return t.claimErr(job) },
+
+			session: t.s,
 		}, sigs)
 		if out.lost {
 			return exitLost, nil // reported when it happened
 		}
-		if err := t.settle(job, out.code == 0); errors.Is(err, fairqueue.ErrClaimLost) {
+		if err := t.settle(job, out.code); errors.Is(err, fairqueue.ErrClaimLost) {
 			fmt.Fprintf(t.stderr, "zklock: lost the claim on %s item %s: %v\n", t.path, job.ID(), err)
 			return exitLost, nil
 		} else if err != nil {
@@ -359,7 +227,7 @@ func (t *taker) loop(sigs <-chan os.Signal) (int, error) {
 }
 
 // work runs CMD for each item with fairqueue's Work (one handler): it acks
-// an item CMD exited 0 for, and gives one back otherwise, held for -backoff.
+// an item CMD exited 0 for, and gives one back otherwise, as retry says.
 // A signal stops it while it waits for an item (status 0), and is
 // forwarded to CMD while one runs (then it stops once CMD exits); so does
 // -timeout with no item. A lost claim stops CMD and exits 75.
@@ -408,6 +276,8 @@ func (t *taker) work(sigs <-chan os.Signal) (int, error) {
 			grace: t.grace,
 			lost:  job.Done(),
 			err:   func() error { return t.claimErr(job) },
+
+			session: t.s,
 		}, cmdSigs)
 		mu.Lock()
 		cmdSigs = nil
@@ -423,13 +293,26 @@ func (t *taker) work(sigs <-chan os.Signal) (int, error) {
 			t.log.Info("stopping", "signal", signame(out.signal))
 			cancel(stop(exitOK))
 		}
-		if out.code != 0 {
-			return fmt.Errorf("%s exited %d", t.argv[0], out.code)
+		if out.code == 0 || out.lost {
+			return nil // acked; or the claim is lost, and the ack fails
 		}
-		return nil
+		// Work gives the item back (held as retry says: WithBackoff is
+		// its rule) or, at -max-attempts, moves it to the dead letters.
+		failed := fmt.Sprintf("zklock: queue take %s: item %s: CMD failed (status %d) on delivery %d", t.path, job.ID(), out.code, job.Attempt())
+		if t.maxAttempts > 0 {
+			failed += fmt.Sprintf(" of %d", t.maxAttempts)
+		}
+		switch delay, dead := t.retry(job.Attempt()); {
+		case dead:
+			fmt.Fprintf(t.stderr, "%s: moved to the dead letters (see zklock queue dead %s)\n", failed, t.path)
+		case delay > 0:
+			fmt.Fprintf(t.stderr, "%s: given back, delivered again in %v at the soonest\n", failed, delay)
+		default:
+			fmt.Fprintf(t.stderr, "%s: given back\n", failed)
+		}
+		return fmt.Errorf("%s exited %d", t.argv[0], out.code)
 	}
-	backoff := fairqueue.WithBackoff(t.backoff, t.backoff)
-	err := t.q.Work(ctx, h, backoff)
+	err := t.q.Work(ctx, h, fairqueue.WithBackoff(t.backoff, t.maxBackoff))
 	var s stop
 	if errors.As(context.Cause(ctx), &s) {
 		return int(s), nil
@@ -457,21 +340,67 @@ func (t *taker) take(ctx context.Context) (*fairqueue.Job, error) {
 	return job, err
 }
 
-// settle acks the job, or gives it back.
-func (t *taker) settle(job *fairqueue.Job, ack bool) error {
+// The defaults of queue take: a CMD that fails on every item must not
+// spin through the queue, and a poison item must not stay in it for ever.
+// With them an item is delivered at most 5 times, over some 15 seconds
+// (1s, 2s, 4s, 8s between deliveries).
+const (
+	defaultMaxAttempts = 5
+	defaultBackoff     = time.Second
+	defaultMaxBackoff  = time.Minute
+)
+
+// settle acks the job when CMD exited 0; otherwise it gives it back, held
+// back for the job's back-off, or, at its last attempt, moves it to the
+// dead letters (the queue's WithMaxAttempts does that), and says so on
+// stderr.
+func (t *taker) settle(job *fairqueue.Job, code int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
+	if code == 0 {
+		err := job.Ack(ctx)
+		t.log.Info("settled", "id", job.ID(), "ack", true, "err", err)
+		return err
+	}
+	delay, dead := t.retry(job.Attempt())
 	var err error
-	switch {
-	case ack:
-		err = job.Ack(ctx)
-	case t.backoff > 0:
-		err = job.NackAfter(ctx, t.backoff)
-	default:
+	if delay > 0 {
+		err = job.NackAfter(ctx, delay)
+	} else {
 		err = job.Nack(ctx)
 	}
-	t.log.Info("settled", "id", job.ID(), "ack", ack, "err", err)
-	return err
+	t.log.Info("settled", "id", job.ID(), "ack", false, "err", err)
+	if err != nil {
+		return err
+	}
+	failed := fmt.Sprintf("zklock: queue take %s: item %s: CMD failed (status %d) on delivery %d", t.path, job.ID(), code, job.Attempt())
+	if t.maxAttempts > 0 {
+		failed += fmt.Sprintf(" of %d", t.maxAttempts)
+	}
+	switch {
+	case dead:
+		fmt.Fprintf(t.stderr, "%s: moved to the dead letters (see zklock queue dead %s)\n", failed, t.path)
+	case delay > 0:
+		fmt.Fprintf(t.stderr, "%s: given back, delivered again in %v at the soonest\n", failed, delay)
+	default:
+		fmt.Fprintf(t.stderr, "%s: given back\n", failed)
+	}
+	return nil
+}
+
+// retry says what becomes of an item CMD failed on at its attempt-th
+// delivery: held back for delay (-backoff, doubled for each delivery
+// before this one, at most -max-backoff; 0: given back at once), or, at
+// -max-attempts, moved to the dead letters.
+func (t *taker) retry(attempt int) (delay time.Duration, dead bool) {
+	if t.maxAttempts > 0 && attempt >= t.maxAttempts {
+		return 0, true
+	}
+	delay = t.backoff
+	for i := 1; i < attempt && delay < t.maxBackoff; i++ {
+		delay *= 2
+	}
+	return min(delay, t.maxBackoff), false
 }
 
 // claimErr says why job's claim was lost, or nil while it is held. Job has
@@ -605,6 +534,7 @@ type jsonDeadLetter struct {
 func (c *cli) queueRequeue(args []string) (int, error) {
 	const name = "queue requeue"
 	fs := c.flagSet(name)
+	c.listing = true
 	if err := c.parse(fs, args, name+" PATH ID..."); err != nil {
 		return exitUsage, err
 	}
@@ -622,17 +552,48 @@ func (c *cli) queueRequeue(args []string) (int, error) {
 	}
 	defer done()
 	code := exitOK
+	out := jsonRequeue{Path: path, Requeued: []jsonRequeued{}}
 	for _, id := range ids {
-		err := q.Requeue(ctx, id)
+		newID, err := q.Requeue(ctx, id)
 		switch {
 		case errors.Is(err, fairqueue.ErrNoDeadLetter):
 			fmt.Fprintf(c.stderr, "zklock: %s: no dead letter %s\n", path, id)
+			out.NotFound = append(out.NotFound, id)
 			code = exitNoDeadLetter
+		case err != nil && c.json:
+			if _, perr := c.printJSON(exitFailure, out); perr != nil {
+				return exitFailure, perr
+			}
+			return exitFailure, err
 		case err != nil:
 			return exitFailure, err
+		case c.json:
+			out.Requeued = append(out.Requeued, jsonRequeued{ID: id, NewID: newID})
 		default:
-			fmt.Fprintf(c.stdout, "%s requeued\n", id)
+			fmt.Fprintln(c.stdout, newID)
 		}
 	}
+	if c.json {
+		return c.printJSON(code, out)
+	}
 	return code, nil
+}
+
+// jsonRequeue is queue requeue's output.
+type jsonRequeue struct {
+	Path     string         `json:"path"`
+	Requeued []jsonRequeued `json:"requeued"`
+	NotFound []string       `json:"not_found,omitempty"` // ids that are no dead letter
+}
+
+type jsonRequeued struct {
+	ID    string `json:"id"`     // the dead letter's
+	NewID string `json:"new_id"` // the item's, back in the queue
+}
+
+// isSet reports whether the flag name was given.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

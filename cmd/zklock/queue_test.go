@@ -9,10 +9,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/zktest"
@@ -123,10 +126,11 @@ func TestQueuePutTake(t *testing.T) {
 	}
 
 	data, env := filepath.Join(dir, "data"), filepath.Join(dir, "env")
-	takeOnce := func(want int, script string) {
+	takeOnce := func(want int, script string, flags ...string) {
 		t.Helper()
-		run(t, addr, want, "queue", "take", "-once", path, "--", "sh", "-c",
+		args := append(append([]string{"queue", "take", "-once"}, flags...), path, "--", "sh", "-c",
 			`printf '%s %s' "$ZKLOCK_JOB_ID" "$ZKLOCK_JOB_ATTEMPT" > "$2"; cat > "$1"; `+script, "sh", data, env)
+		run(t, addr, want, args...)
 	}
 	check := func(wantData, wantEnv string) {
 		t.Helper()
@@ -139,7 +143,7 @@ func TestQueuePutTake(t *testing.T) {
 	}
 	takeOnce(0, "")
 	check("a", ids[0]+" 1")
-	takeOnce(3, "exit 3") // given back at its place: delivered next
+	takeOnce(3, "exit 3", "-backoff", "0") // given back at its place, at once: delivered next
 	check("b", ids[1]+" 1")
 	takeOnce(0, "")
 	check("b", ids[1]+" 2")
@@ -227,15 +231,31 @@ func TestQueueDeadLetters(t *testing.T) {
 		t.Errorf("queue dead -json: second %+v, want id %s, data_base64 of ff 00", d, binary)
 	}
 
-	if out := run(t, addr, 0, "queue", "requeue", path, poison); out != poison+" requeued\n" {
-		t.Errorf("queue requeue printed %q", out)
+	// requeue prints the new item's id: the id the item is taken with.
+	newID := strings.TrimSpace(run(t, addr, 0, "queue", "requeue", path, poison))
+	if !regexp.MustCompile(`^\d{10}-\d{10}$`).MatchString(newID) || newID <= binary {
+		t.Errorf("queue requeue printed %q: want the new id, after %s", newID, binary)
 	}
 	run(t, addr, exitNoDeadLetter, "queue", "requeue", path, poison)
 	if p, d := queueCounts(t, addr, path); p != 1 || d != 1 {
 		t.Fatalf("queue ls after requeue: %d pending, %d dead; want 1, 1", p, d)
 	}
-	if out := run(t, addr, 0, "queue", "take", "-once", path, "--", "cat"); out != "poison" {
-		t.Errorf("the requeued item's data: %q, want \"poison\"", out)
+	if out := run(t, addr, 0, "queue", "take", "-once", path, "--", "sh", "-c", `printf '%s ' "$ZKLOCK_JOB_ID"; cat`); out != newID+" poison" {
+		t.Errorf("the requeued item's id and data: %q, want %q", out, newID+" poison")
+	}
+
+	// -json: the old and new ids, and the ids that are no dead letter.
+	var rq jsonRequeue
+	out := run(t, addr, exitNoDeadLetter, "queue", "requeue", "-json", path, binary, poison)
+	if err := json.Unmarshal([]byte(out), &rq); err != nil {
+		t.Fatalf("queue requeue -json: %v: %s", err, out)
+	}
+	if rq.Path != path || len(rq.Requeued) != 1 || rq.Requeued[0].ID != binary || rq.Requeued[0].NewID <= newID ||
+		!slices.Equal(rq.NotFound, []string{poison}) {
+		t.Errorf("queue requeue -json: %+v; want %s requeued after %s, %s not found", rq, binary, newID, poison)
+	}
+	if out := run(t, addr, 0, "queue", "take", "-once", path, "--", "sh", "-c", `printf '%s' "$ZKLOCK_JOB_ID"`); out != rq.Requeued[0].NewID {
+		t.Errorf("the item requeued with -json was taken as %q, want %q", out, rq.Requeued[0].NewID)
 	}
 }
 
@@ -285,4 +305,124 @@ func TestQueueTakeClaimLost(t *testing.T) {
 		}
 		return path + "/claims/" + claims[0], nil
 	}, "lost the claim on ", "deleted by another client")
+}
+
+// TestQueueTakeFailingJobBacksOff: a CMD that fails on its item does not
+// spin through deliveries. With the defaults the item is held back 1s after
+// its first delivery and 2s after its second, so in the 3 seconds after
+// the first delivery there are at most 3; each failure is said on stderr.
+func TestQueueTakeFailingJobBacksOff(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t).Addr()
+	path := lockPath(t)
+	deliveries := filepath.Join(t.TempDir(), "deliveries")
+	run(t, addr, 0, "queue", "put", path, "poison")
+
+	loop := zklockCmd(t, addr, "queue", "take", path, "--", "sh", "-c", `echo "$ZKLOCK_JOB_ATTEMPT" >> "$1"; exit 1`, "sh", deliveries)
+	errFile := withStderrFile(t, loop)
+	if err := loop.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, deliveries, loop)
+	time.Sleep(3 * time.Second)
+	loop.Process.Signal(syscall.SIGTERM)
+	if err := loop.Wait(); err != nil {
+		t.Fatalf("take loop after SIGTERM: %v, want exit status 0; stderr:\n%s", err, readFile(t, errFile))
+	}
+	got := strings.Fields(readFile(t, deliveries))
+	t.Logf("deliveries in the 3s after the first: %q; stderr:\n%s", got, readFile(t, errFile))
+	if len(got) > 3 {
+		t.Fatalf("%d deliveries in the 3s after the first, want at most 3 (held back 1s, then 2s)", len(got))
+	}
+	for i, attempt := range got {
+		wantLine := fmt.Sprintf("zklock: queue take %s: item %s: CMD failed (status 1) on delivery %d of 5: given back, delivered again in %v at the soonest\n",
+			path, "0000000000-0000000000", i+1, time.Second<<i)
+		if attempt != strconv.Itoa(i+1) || !strings.Contains(readFile(t, errFile), wantLine) {
+			t.Errorf("delivery %d: ZKLOCK_JOB_ATTEMPT %s; stderr lacks %q", i+1, attempt, wantLine)
+		}
+	}
+}
+
+// TestQueueTakeDeadLetterAfterDefaultAttempts: an item CMD fails on is
+// moved to the dead letters at its 5th delivery, by default, and the loop
+// goes on (here to its -timeout); stderr says so.
+func TestQueueTakeDeadLetterAfterDefaultAttempts(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t).Addr()
+	path := lockPath(t)
+	deliveries := filepath.Join(t.TempDir(), "deliveries")
+	id := strings.TrimSpace(run(t, addr, 0, "queue", "put", path, "poison"))
+
+	loop := zklockCmd(t, addr, "queue", "take", "-backoff", "10ms", "-timeout", "3s", path, "--",
+		"sh", "-c", `echo "$ZKLOCK_JOB_ATTEMPT" >> "$1"; exit 7`, "sh", deliveries)
+	if err := loop.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- loop.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("take loop: %v, want exit status 0 once no item came for 3s; stderr:\n%s", err, stderr(loop))
+		}
+	case <-time.After(60 * time.Second):
+		loop.Process.Kill()
+		<-done
+		t.Fatalf("take loop still running after 60s: the item was never set aside; %d deliveries; stderr:\n%.2000s",
+			len(strings.Fields(readFile(t, deliveries))), stderr(loop))
+	}
+	if got := readFile(t, deliveries); got != "1\n2\n3\n4\n5\n" {
+		t.Errorf("deliveries %q, want 1 to 5", got)
+	}
+	var dead jsonDead
+	runJSON(t, addr, &dead, "queue", "dead", "-json", path)
+	if len(dead.DeadLetters) != 1 || dead.DeadLetters[0].ID != id || dead.DeadLetters[0].Attempts != 5 {
+		t.Errorf("queue dead -json: %+v, want %s after 5 attempts", dead, id)
+	}
+	errs := stderr(loop)
+	for i, d := range []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond} {
+		want := fmt.Sprintf("item %s: CMD failed (status 7) on delivery %d of 5: given back, delivered again in %v at the soonest\n", id, i+1, d)
+		if !strings.Contains(errs, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errs)
+		}
+	}
+	want := fmt.Sprintf("zklock: queue take %s: item %s: CMD failed (status 7) on delivery 5 of 5: moved to the dead letters (see zklock queue dead %s)\n", path, id, path)
+	if !strings.Contains(errs, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, errs)
+	}
+}
+
+// -zk takes Java's connect string with a chroot: the queue's PATH is under
+// it on the server, and nothing is made outside of it.
+func TestChrootForm(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t).Addr()
+	admin := zktest.Connect(t, []string{addr})
+	root := fmt.Sprintf("/zklock-cmd-chroot-%d", time.Now().UnixNano())
+	if _, err := admin.Conn().Create(root, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteTree(admin.Conn(), root) })
+	zkArg := addr + root
+	if out := run(t, zkArg, 0, "queue", "put", "/q", "one", "two"); len(strings.Fields(out)) != 2 {
+		t.Fatalf("queue put printed %q, want two ids", out)
+	}
+	if p, d := queueCounts(t, zkArg, "/q"); p != 2 || d != 0 {
+		t.Fatalf("queue ls in the chroot: %d pending, %d dead; want 2, 0", p, d)
+	}
+	if ok, _, err := admin.Conn().Exists(root + "/q"); err != nil || !ok {
+		t.Fatalf("the queue is not under the chroot on the server: %v %v", ok, err)
+	}
+	if ok, _, err := admin.Conn().Exists("/q"); err != nil || ok {
+		t.Fatalf("a queue outside the chroot: %v %v", ok, err)
+	}
+}
+
+// deleteTree deletes p and everything under it.
+func deleteTree(conn *zk.Conn, p string) {
+	children, _, _ := conn.Children(p)
+	for _, c := range children {
+		deleteTree(conn, p+"/"+c)
+	}
+	conn.Delete(p, -1)
 }

@@ -5,14 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	iofs "io/fs"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes"
@@ -26,25 +22,47 @@ var errTimeout = errors.New("-timeout passed")
 // CMD exits. If it passes, closing the session removes the node anyway.
 const releaseTimeout = 10 * time.Second
 
-// run is `zklock run`: hold the lock at PATH while CMD runs.
+// run is `zklock run`: hold the lock at PATH while CMD runs; with -n N, one
+// of N permits of the semaphore at PATH.
 func (c *cli) run(args []string) (int, error) {
 	fs := c.flagSet("run")
 	data := fs.String("data", "", "`text` stored in the lock node, shown by holders (default: host, pid and CMD)")
-	h, err := c.parseHeld(fs, args, "run", "run [-timeout D] [-data S] [-grace D] PATH -- CMD [ARGS...]",
+	permits := fs.Int("n", 0, "hold one of `N` permits of a semaphore at PATH instead of the lock: at most N CMDs run at once (as consul lock -n)")
+	h, err := c.parseHeld(fs, args, "run", "run [-n N] [-timeout D] [-data S] [-grace D] PATH -- CMD [ARGS...]",
 		"the lock", "give up (exit 73) if the lock is not acquired within `D`; 0 waits forever")
 	if err != nil {
 		return exitUsage, err
+	}
+	if *permits < 0 {
+		return exitUsage, usagef("run: -n must be at least 1 (or 0 for the lock), not %d", *permits)
 	}
 	if *data == "" {
 		*data = defaultData(h.argv)
 	}
 	h.what = "the lock on " + h.path
-	h.take = func(ctx context.Context, s *zkrecipes.Session) (*zklock.Lease, func(context.Context) error, error) {
+	acquire := func(s *zkrecipes.Session) (func(context.Context) (*zklock.Lease, error), error) {
 		m, err := zklock.NewMutex(s, h.path, zklock.WithData([]byte(*data)))
+		if err != nil {
+			return nil, err
+		}
+		return m.Lock, nil
+	}
+	if *permits > 0 {
+		h.what = fmt.Sprintf("a permit of %d on %s", *permits, h.path)
+		acquire = func(s *zkrecipes.Session) (func(context.Context) (*zklock.Lease, error), error) {
+			sm, err := zklock.NewSemaphore(s, h.path, *permits, zklock.WithData([]byte(*data)))
+			if err != nil {
+				return nil, err
+			}
+			return sm.Acquire, nil
+		}
+	}
+	h.take = func(ctx context.Context, s *zkrecipes.Session) (*zklock.Lease, func(context.Context) error, error) {
+		lock, err := acquire(s)
 		if err != nil {
 			return nil, nil, err
 		}
-		lease, err := m.Lock(ctx)
+		lease, err := lock(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -59,7 +77,7 @@ type held struct {
 	what    string // "the lock on PATH", "leadership of PATH": for messages
 	argv    []string
 	timeout time.Duration // 0: wait forever
-	grace   time.Duration // between SIGTERM and SIGKILL once lost
+	grace   time.Duration // between SIGTERM and SIGKILL to CMD's group
 
 	// take waits, on the session s, until it holds; ctx ends the wait. It
 	// returns the lease and what gives it up.
@@ -71,7 +89,8 @@ type held struct {
 // noun is what is held, for -grace's usage.
 func (c *cli) parseHeld(fs *flag.FlagSet, args []string, name, synopsis, noun, timeoutUsage string) (held, error) {
 	timeout := fs.Duration("timeout", 0, timeoutUsage)
-	grace := fs.Duration("grace", 5*time.Second, "if "+noun+" is lost, wait `D` between SIGTERM and SIGKILL to CMD")
+	grace := fs.Duration("grace", 5*time.Second, "wait `D` between SIGTERM and SIGKILL to CMD's process group when "+noun+
+		" is lost (but never past the moment ZooKeeper could expire the session), or when CMD exits leaving processes in its group")
 	if err := c.parse(fs, args, synopsis); err != nil {
 		return held{}, err
 	}
@@ -119,10 +138,10 @@ func cmdArgs(name string, args []string) (path string, argv []string, err error)
 // hold waits until it holds h, runs CMD while it does, then lets go. It
 // returns zklock's exit status.
 func (c *cli) hold(h held) (int, error) {
-	// From here on, SIGINT and SIGTERM are ours to handle: they cancel the
-	// wait, or are forwarded to CMD.
+	// From here on, the signals a user sends (SIGINT, SIGTERM, SIGHUP, ...)
+	// are ours to handle: they cancel the wait, or are forwarded to CMD.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	notifyUnlessIgnored(sigs, forwardedSignals()...)
 	defer signal.Stop(sigs)
 
 	s, lease, release, code, err := c.acquire(h, sigs)
@@ -138,6 +157,8 @@ func (c *cli) hold(h held) (int, error) {
 		grace: h.grace,
 		lost:  lease.Done(),
 		err:   lease.Err,
+
+		session: s,
 	}, sigs)
 	code, lost := out.code, out.lost
 
@@ -215,114 +236,4 @@ func (c *cli) take(ctx context.Context, h held) (*zkrecipes.Session, *zklock.Lea
 		return nil, nil, nil, err
 	}
 	return s, lease, release, nil
-}
-
-// child is a CMD that zklock runs while it holds something: a lock, a
-// leadership, the claim on a queue's item.
-type child struct {
-	argv  []string
-	env   []string  // added to zklock's environment
-	stdin io.Reader // os.Stdin, or the item's data
-	what  string    // what is held, for messages: "the lock on /a"
-	grace time.Duration
-
-	// lost is closed when what is held ends; err then says why. Until CMD
-	// exits nothing is given up, so an end is a loss.
-	lost <-chan struct{}
-	err  func() error // nil while held
-}
-
-// outcome is how a child ended.
-type outcome struct {
-	code    int       // CMD's exit status, or exitLost, exitNoExec, exitNotFound
-	started bool      // CMD was started
-	lost    bool      // what was held was lost before CMD exited
-	signal  os.Signal // the last signal forwarded to CMD, if any
-}
-
-// supervise runs CMD while ch's hold lasts: SIGINT and SIGTERM are
-// forwarded, and if the hold is lost CMD gets SIGTERM, then SIGKILL ch.grace
-// later.
-func (c *cli) supervise(ch child, sigs <-chan os.Signal) outcome {
-	argv := ch.argv
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = ch.stdin, c.stdout, c.stderr
-	cmd.Env = append(os.Environ(), ch.env...)
-	if _, ok := ch.stdin.(*os.File); !ok {
-		// The item's data is copied in by a goroutine that Wait waits
-		// for: once CMD has exited, a process it left behind holding
-		// the pipe without reading must not hold zklock up.
-		cmd.WaitDelay = time.Second
-	}
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(c.stderr, "zklock: %v\n", err)
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, iofs.ErrNotExist) {
-			return outcome{code: exitNotFound}
-		}
-		return outcome{code: exitNoExec}
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // the status is in cmd.ProcessState
-		close(exited)
-	}()
-
-	out := outcome{started: true}
-	lost := ch.lost
-	var kill <-chan time.Time
-	for {
-		select {
-		case <-exited:
-			if err := ch.err(); err != nil {
-				if lost != nil { // lost just as CMD exited
-					fmt.Fprintf(c.stderr, "zklock: lost %s: %v\n", ch.what, err)
-				}
-				out.code, out.lost = exitLost, true
-				return out
-			}
-			out.code = exitStatus(cmd.ProcessState)
-			return out
-		case sig := <-sigs:
-			c.log.Info("forwarding signal", "signal", sig, "pid", cmd.Process.Pid)
-			_ = cmd.Process.Signal(sig)
-			out.signal = sig
-		case <-lost:
-			lost = nil
-			fmt.Fprintf(c.stderr, "zklock: lost %s while %s ran: %v; sending SIGTERM to pid %d\n",
-				ch.what, argv[0], ch.err(), cmd.Process.Pid)
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			kill = time.After(ch.grace)
-		case <-kill:
-			kill = nil
-			fmt.Fprintf(c.stderr, "zklock: %s still running %v after SIGTERM; sending SIGKILL to pid %d\n",
-				argv[0], ch.grace, cmd.Process.Pid)
-			_ = cmd.Process.Kill()
-		}
-	}
-}
-
-// exitStatus is the shell's view of how a process ended: its exit code, or
-// 128+N if it died of signal N.
-func exitStatus(ps *os.ProcessState) int {
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ps.ExitCode()
-}
-
-func signame(sig os.Signal) string {
-	switch sig {
-	case syscall.SIGINT:
-		return "SIGINT"
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	}
-	return sig.String()
-}
-
-func signum(sig os.Signal) int {
-	if s, ok := sig.(syscall.Signal); ok {
-		return int(s)
-	}
-	return 1
 }

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -50,10 +47,8 @@ func (c *cli) watch(args []string) (int, error) {
 		return exitFailure, err
 	}
 	defer s.Close()
-	w, err := newLineWatcher(s, path, !*once)
-	if err != nil {
-		return exitFailure, err
-	}
+	w := newLineWatcher(ctx, s, path, !*once)
+	defer w.stop()
 	tty := !*once && !c.json && isTerminal(c.stdout)
 	backoff := 50 * time.Millisecond
 	last := "" // what the last frame showed, but for the times
@@ -127,49 +122,87 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// The kinds of line watch knows, told apart by their nodes' names.
-const (
-	kindLock      = "lock"      // a Mutex's or RWMutex's (or Curator's, kazoo's, zk.Lock's)
-	kindSemaphore = "semaphore" // "-sem-" nodes
-	kindElection  = "election"  // "-elect-" nodes
-)
-
-// lineWatcher reads a line and keeps ZooKeeper watches on what changes it:
-// the directory's children, and the holder's node (for its data: an
-// election's leader may Proclaim a new value). A watch is set again only
-// once it has fired, so that none piles up.
+// lineWatcher reads a line, and follows with zkrecipes.Watch what changes
+// it: the directory (its children, and its data, a semaphore's permits),
+// and the holder's node (for its data: an election's leader may Proclaim a
+// new value). Watch reads again after every reconnect, so a change made
+// while the client was away is not missed.
 type lineWatcher struct {
-	s     *zkrecipes.Session
-	path  string
-	live  bool // set watches
-	mutex *zklock.Mutex
-	kind  string // the last kind seen, kept while the line is empty
+	s    *zkrecipes.Session
+	path string
+	live bool   // follow the line
+	kind string // the last kind seen, kept while the line is empty
 
-	dirEv   <-chan zk.Event // the directory's children (or existence)
-	nodeEv  <-chan zk.Event // the holder's node
-	nodeFor string          // the node nodeEv is about
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	changed chan struct{} // a followed node changed: read the line again
+	failed  chan error    // a Watch ended with this error
+	holder  string        // the node followed besides the directory
+	unhold  context.CancelFunc
 }
 
-func newLineWatcher(s *zkrecipes.Session, path string, live bool) (*lineWatcher, error) {
-	m, err := zklock.NewMutex(s, path)
-	if err != nil {
-		return nil, err
+func newLineWatcher(ctx context.Context, s *zkrecipes.Session, path string, live bool) *lineWatcher {
+	w := &lineWatcher{s: s, path: path, live: live,
+		changed: make(chan struct{}, 1), failed: make(chan error, 1), unhold: func() {}}
+	w.ctx, w.cancel = context.WithCancel(ctx)
+	if live {
+		w.follow(w.ctx, path, zkrecipes.WithChildren())
 	}
-	return &lineWatcher{s: s, path: path, live: live, mutex: m}, nil
+	return w
 }
 
-// wait returns once a watch has fired, ctx has ended, or the session is
-// over.
+// follow runs a Watch of path until ctx ends, telling of each state.
+func (w *lineWatcher) follow(ctx context.Context, path string, opts ...zkrecipes.WatchOption) {
+	w.wg.Go(func() {
+		for _, err := range zkrecipes.Watch(ctx, w.s, path, opts...) {
+			if err != nil {
+				select {
+				case w.failed <- err:
+				default:
+				}
+				return
+			}
+			select {
+			case w.changed <- struct{}{}:
+			default:
+			}
+		}
+	})
+}
+
+// followHolder follows the holder's node, once it is another than the one
+// followed.
+func (w *lineWatcher) followHolder(path string) {
+	if !w.live || path == w.holder {
+		return
+	}
+	w.unhold()
+	w.holder, w.unhold = path, func() {}
+	if path != "" {
+		ctx, cancel := context.WithCancel(w.ctx)
+		w.unhold = cancel
+		w.follow(ctx, path)
+	}
+}
+
+// stop ends the Watches and waits for them.
+func (w *lineWatcher) stop() {
+	w.cancel()
+	w.wg.Wait()
+}
+
+// wait returns once a followed node has changed, ctx has ended, or the
+// session is over.
 func (w *lineWatcher) wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	case <-w.s.Done():
 		return w.s.Err()
-	case <-w.dirEv:
-		w.dirEv = nil
-	case <-w.nodeEv:
-		w.nodeEv, w.nodeFor = nil, ""
+	case err := <-w.failed:
+		return err
+	case <-w.changed:
 	}
 	return nil
 }
@@ -180,7 +213,7 @@ type frame struct {
 	kind       string // "" when the line is empty and was never seen otherwise
 	permits    int    // a semaphore's; 0 if unknown
 	at         time.Time
-	contenders []member // holders first, then the waiters in order
+	contenders []member // holders first, then the waiters in order, as the recipe's Contenders says
 }
 
 // member is one contender, with its node's creation time.
@@ -189,160 +222,36 @@ type member struct {
 	created time.Time
 }
 
-// read reads the line, setting the watches that are not set (when live).
-// The directory's watch is set before anything is read, so that no change
-// after the reads goes unseen.
+// read reads the line, and follows its holder's node (when live). Who
+// holds is the recipe's Contenders' answer.
 func (w *lineWatcher) read(ctx context.Context) (frame, error) {
 	conn := w.s.Conn()
-	children, err := w.children()
+	children, _, err := conn.Children(w.path)
+	if errors.Is(err, zk.ErrNoNode) {
+		children, err = nil, nil // no directory: an empty line
+	}
 	if err != nil {
 		return frame{}, err
 	}
 	f := frame{path: w.path, at: time.Now()}
-	switch {
-	case slices.ContainsFunc(children, func(n string) bool { return isSeqNode(n, "-elect-") }):
-		f.kind = kindElection
-		f.contenders, err = w.candidates(ctx, children)
-	case slices.ContainsFunc(children, func(n string) bool { return isSeqNode(n, "-sem-") }):
-		f.kind = kindSemaphore
-		f.contenders, f.permits, err = w.permitHolders(ctx)
-	default:
-		var cs []zklock.Contender
-		if cs, err = w.mutex.Contenders(ctx); err == nil {
-			if len(cs) > 0 {
-				f.kind = kindLock
-			}
-			f.contenders, err = created(ctx, conn, cs)
-		}
-	}
+	l, err := readLine(ctx, w.s, w.path, children)
 	if err != nil {
 		return frame{}, err
 	}
+	if f.contenders, err = created(ctx, conn, l.contenders); err != nil {
+		return frame{}, err
+	}
+	f.kind, f.permits = l.kind, l.permits
 	if f.kind == "" {
 		f.kind = w.kind
 	}
 	w.kind = f.kind
-
-	if w.live && len(f.contenders) > 0 {
-		holder := &f.contenders[0]
-		if w.nodeEv == nil || w.nodeFor != holder.Path {
-			data, _, ev, err := conn.GetW(holder.Path)
-			switch {
-			case errors.Is(err, zk.ErrNoNode):
-				// Gone since the listing: the directory's watch has fired.
-			case err != nil:
-				return frame{}, err
-			default:
-				holder.Data = data // as of the watch
-				w.nodeEv, w.nodeFor = ev, holder.Path
-			}
-		}
+	holder := ""
+	if len(f.contenders) > 0 {
+		holder = f.contenders[0].Path
 	}
+	w.followHolder(holder)
 	return f, nil
-}
-
-// children lists the directory, setting its watch if live and not set: on
-// its children, or on its creation if it does not exist. No directory is an
-// empty line.
-func (w *lineWatcher) children() ([]string, error) {
-	conn := w.s.Conn()
-	for {
-		if !w.live || w.dirEv != nil {
-			names, _, err := conn.Children(w.path)
-			if errors.Is(err, zk.ErrNoNode) {
-				return nil, nil
-			}
-			return names, err
-		}
-		names, _, ev, err := conn.ChildrenW(w.path)
-		if err == nil {
-			w.dirEv = ev
-			return names, nil
-		}
-		if !errors.Is(err, zk.ErrNoNode) {
-			return nil, err
-		}
-		ok, _, ev, err := conn.ExistsW(w.path)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			w.dirEv = ev
-			return nil, nil
-		}
-		// Created between the two: list it. (The watch set by ExistsW
-		// fires on the next change and is then dropped.)
-	}
-}
-
-// candidates reads an election's candidates, in order: the leader first.
-func (w *lineWatcher) candidates(ctx context.Context, children []string) ([]member, error) {
-	type cand struct {
-		name string
-		seq  int64
-	}
-	var cands []cand
-	for _, n := range children {
-		if seq, ok := seqOf(n, "-elect-"); ok {
-			cands = append(cands, cand{n, seq})
-		}
-	}
-	slices.SortFunc(cands, func(a, b cand) int { return cmp.Or(cmp.Compare(a.seq, b.seq), strings.Compare(a.name, b.name)) })
-	type read struct {
-		data []byte
-		st   *zk.Stat
-		err  error
-	}
-	reads := make([]read, len(cands))
-	var wg sync.WaitGroup
-	for i, cd := range cands {
-		wg.Go(func() {
-			r := &reads[i]
-			r.data, r.st, r.err = w.s.Conn().Get(w.path + "/" + cd.name)
-		})
-	}
-	wg.Wait()
-	out := make([]member, 0, len(cands))
-	for i, cd := range cands {
-		r := reads[i]
-		switch {
-		case errors.Is(r.err, zk.ErrNoNode):
-			continue // gone since the listing
-		case r.err != nil:
-			return nil, r.err
-		}
-		out = append(out, member{
-			Contender: zklock.Contender{Path: w.path + "/" + cd.name, Data: r.data, SessionID: r.st.EphemeralOwner, Token: r.st.Czxid},
-			created:   time.UnixMilli(r.st.Ctime),
-		})
-	}
-	return out, ctx.Err()
-}
-
-// permitHolders reads a semaphore's line, and its number of permits (the
-// directory's data) if it records one.
-func (w *lineWatcher) permitHolders(ctx context.Context) ([]member, int, error) {
-	data, _, err := w.s.Conn().Get(w.path)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil, 0, nil
-	}
-	if err != nil {
-		return nil, 0, err
-	}
-	permits, perr := strconv.Atoi(strings.TrimSpace(string(data)))
-	if perr != nil || permits < 1 {
-		permits = 0
-	}
-	sm, err := zklock.NewSemaphore(w.s, w.path, max(permits, 1))
-	if err != nil {
-		return nil, 0, err
-	}
-	cs, err := sm.Contenders(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	ms, err := created(ctx, w.s.Conn(), cs)
-	return ms, permits, err
 }
 
 // created adds each contender's creation time, from its node's Stat (a
@@ -374,46 +283,13 @@ func created(ctx context.Context, conn *zk.Conn, cs []zklock.Contender) ([]membe
 	return out, ctx.Err()
 }
 
-// isSeqNode reports whether name is a contender's node with marker.
-func isSeqNode(name, marker string) bool {
-	_, ok := seqOf(name, marker)
-	return ok
-}
-
-// seqOf reads the sequence number of a node "<anything><marker><seq>",
-// seq being ZooKeeper's "%010d" of a signed 32-bit counter.
-func seqOf(name, marker string) (int64, bool) {
-	i := strings.LastIndex(name, marker)
-	if i < 0 {
-		return 0, false
+// cs is the frame's contenders, without their times.
+func (f frame) cs() []zklock.Contender {
+	cs := make([]zklock.Contender, len(f.contenders))
+	for i, m := range f.contenders {
+		cs[i] = m.Contender
 	}
-	digits := name[i+len(marker):]
-	if len(digits) < 10 && !strings.HasPrefix(digits, "-") {
-		return 0, false
-	}
-	seq, err := strconv.ParseInt(digits, 10, 32)
-	return seq, err == nil
-}
-
-// holders is how many of the frame's first contenders hold.
-func (f frame) holders() int {
-	switch {
-	case len(f.contenders) == 0:
-		return 0
-	case f.kind == kindSemaphore && f.permits > 0:
-		return min(f.permits, len(f.contenders))
-	case f.kind == kindSemaphore:
-		return 0 // unknown
-	}
-	return 1
-}
-
-// roles names a holder and a waiter in the frame's kind of line.
-func (f frame) roles() (holder, waiter string) {
-	if f.kind == kindElection {
-		return "leader", "candidate"
-	}
-	return "holder", "waiter"
+	return cs
 }
 
 // inLine is how long a contender had been in line when the frame was read,
@@ -422,8 +298,8 @@ func (f frame) inLine(m member) time.Duration { return max(0, f.at.Sub(m.created
 
 // print prints the frame as text.
 func (f frame) print(w io.Writer) error {
-	holders := f.holders()
-	holder, waiter := f.roles()
+	holders := countHolders(f.cs())
+	holder, waiter := roles(f.kind)
 	var head string
 	switch f.kind {
 	case kindElection:
@@ -452,13 +328,9 @@ func (f frame) print(w io.Writer) error {
 	if len(f.contenders) > 0 {
 		fmt.Fprintln(tw, "ROLE\tNODE\tSESSION\tTOKEN\tIN LINE\tDATA")
 	}
+	role, pos := positions(f.kind, f.cs())
 	for i, m := range f.contenders {
-		role := holder
-		if i >= holders {
-			role = waiter + " " + strconv.Itoa(i-holders+1)
-		}
-		node := m.Path[strings.LastIndex(m.Path, "/")+1:]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\t%s\n", role, node, sessionID(m.SessionID), m.Token,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\t%s\n", roleText(role[i], pos[i]), nodeName(m.Path), sessionID(m.SessionID), m.Token,
 			f.inLine(m).Round(100*time.Millisecond), printable(m.Data))
 	}
 	return tw.Flush()
@@ -469,7 +341,7 @@ func (f frame) key() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %d\n", f.kind, f.permits)
 	for _, m := range f.contenders {
-		fmt.Fprintf(&b, "%s %x %q\n", m.Path, m.SessionID, m.Data)
+		fmt.Fprintf(&b, "%s %x %q %t\n", m.Path, m.SessionID, m.Data, m.Holds)
 	}
 	return b.String()
 }
@@ -492,15 +364,10 @@ type jsonWatch struct {
 }
 
 func (f frame) json() jsonWatch {
-	holders := f.holders()
-	holder, waiter := f.roles()
 	out := jsonWatch{Path: f.path, Kind: f.kind, Permits: f.permits, Time: f.at.Format(time.RFC3339Nano), Contenders: []jsonContender{}}
+	role, pos := positions(f.kind, f.cs())
 	for i, m := range f.contenders {
-		j := contenderJSON(m.Contender, i, holders)
-		j.Role = holder
-		if i >= holders {
-			j.Role = waiter
-		}
+		j := contenderJSON(m.Contender, role[i], pos[i])
 		created := m.created.UTC().Format(time.RFC3339Nano)
 		inLine := f.inLine(m).Seconds()
 		j.Created, j.InLine = &created, &inLine

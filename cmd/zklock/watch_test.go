@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -165,14 +166,10 @@ func TestWatchOnce(t *testing.T) {
 	}
 }
 
-// TestWatchLive follows a lock's line as a holder comes, a waiter joins, and
-// both go; then SIGTERM ends the watch with status 0.
-func TestWatchLive(t *testing.T) {
-	t.Parallel()
-	addr := zktest.Start(t).Addr()
-	path := lockPath(t)
-	held := filepath.Join(t.TempDir(), "held")
-
+// startWatch starts `zklock watch -json path` and returns it, and a
+// function that waits for a frame that ok accepts, failing on a bad one.
+func startWatch(t *testing.T, addr, path string) (*exec.Cmd, func(what string, ok func(jsonWatch) bool) jsonWatch) {
+	t.Helper()
 	watch := zklockCmd(t, addr, "watch", "-json", path)
 	watch.Stdout = nil
 	pipe, err := watch.StdoutPipe()
@@ -194,7 +191,6 @@ func TestWatchLive(t *testing.T) {
 			frames <- f
 		}
 	}()
-	// next waits for a frame that ok accepts, failing on a bad one.
 	next := func(what string, ok func(jsonWatch) bool) jsonWatch {
 		t.Helper()
 		timeout := time.After(30 * time.Second)
@@ -215,6 +211,56 @@ func TestWatchLive(t *testing.T) {
 			}
 		}
 	}
+	return watch, next
+}
+
+// TestWatchLeaderValue follows an election's leader as it proclaims a new
+// value: watch follows the leader's node, not only the line.
+func TestWatchLeaderValue(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t).Addr()
+	path := lockPath(t)
+	s := zktest.Connect(t, []string{addr})
+	el, err := zklock.NewElection(s, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lead, err := el.Campaign(ctx, []byte("first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch, next := startWatch(t, addr, path)
+	f := next("the leader", func(f jsonWatch) bool { return len(f.Contenders) == 1 })
+	checkContender(t, f, 0, "leader", "first")
+	if err := lead.Proclaim(ctx, []byte("second")); err != nil {
+		t.Fatal(err)
+	}
+	f = next("the new value", func(f jsonWatch) bool {
+		return len(f.Contenders) == 1 && f.Contenders[0].Data != nil && *f.Contenders[0].Data == "second"
+	})
+	checkContender(t, f, 0, "leader", "second")
+	if err := lead.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next("no leader", func(f jsonWatch) bool { return len(f.Contenders) == 0 })
+	watch.Process.Signal(syscall.SIGTERM)
+	watch.Wait()
+	if got := watch.ProcessState.ExitCode(); got != 0 {
+		t.Errorf("watch: exit status %d after SIGTERM, want 0; stderr:\n%s", got, stderr(watch))
+	}
+}
+
+// TestWatchLive follows a lock's line as a holder comes, a waiter joins, and
+// both go; then SIGTERM ends the watch with status 0.
+func TestWatchLive(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t).Addr()
+	path := lockPath(t)
+	held := filepath.Join(t.TempDir(), "held")
+
+	watch, next := startWatch(t, addr, path)
 	next("no contenders", func(f jsonWatch) bool { return len(f.Contenders) == 0 })
 
 	holder := zklockCmd(t, addr, "run", "-data", "the holder", path, "--", "sh", "-c", `touch "$1"; exec sleep 30`, "sh", held)
@@ -244,8 +290,6 @@ func TestWatchLive(t *testing.T) {
 	}
 
 	watch.Process.Signal(syscall.SIGTERM)
-	for range frames { // the rest, until watch closes its stdout
-	}
 	watch.Wait()
 	if got := watch.ProcessState.ExitCode(); got != 0 {
 		t.Errorf("watch: exit status %d after SIGTERM, want 0; stderr:\n%s", got, stderr(watch))

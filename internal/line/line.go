@@ -19,10 +19,12 @@ package line
 
 import (
 	"context"
+	"errors"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zkrecipes/internal/session"
+	"github.com/zkrecipes/zkrecipes/internal/telemetry"
 	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
@@ -84,7 +86,13 @@ type Held struct {
 // the engine reports its waits the same way.
 func Acquire(ctx context.Context, s *session.Session, spec *Spec, wait bool) (h *Held, err error) {
 	ctx, w := s.Telemetry().StartWait(ctx, spec.Span, spec.Recipe)
-	defer func() { w.End(ctx, err) }()
+	defer func() {
+		if err != nil && errors.Is(err, spec.Busy) {
+			w.End(ctx, telemetry.Busy(err)) // an answer, not a failure
+			return
+		}
+		w.End(ctx, err)
+	}()
 	e, err := Join(ctx, s, spec)
 	if err != nil {
 		return nil, err

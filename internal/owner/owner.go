@@ -83,9 +83,9 @@ type Config struct {
 	Lost, Released, Settled error
 	// Release is how the node is released by default (Owner.Release).
 	Release ReleaseFunc
-	// Recipe names the recipe for telemetry (hold time, losses); "" for
-	// none.
-	Recipe string
+	// Hold is what the holding reports to telemetry (a lease's time and
+	// loss, a job in flight), ended with the holding; nil for nothing.
+	Hold *telemetry.Hold
 	// FirstLook, when nothing watches the node yet (no DirEv, no Own), is
 	// how long after Start the owner first reads and watches it: a holder
 	// that releases sooner costs no read, and its release does not wait
@@ -152,7 +152,7 @@ func Start(cfg Config) *Owner {
 		s: cfg.Session, path: cfg.Path, lostErr: cfg.Lost, released: cfg.Released, settled: cfg.Settled,
 		ctx: ctx, cancel: cancel, lost: make(chan struct{}), wake: make(chan struct{}, 1),
 		defRelease: cfg.Release, dirEv: cfg.DirEv, reconnect: cfg.Reconnect,
-		hold: cfg.Session.Telemetry().StartHold(cfg.Recipe),
+		hold: cfg.Hold,
 	}
 	if o.reconnect == nil {
 		o.reconnect = cfg.Session.NextReconnect()
@@ -243,6 +243,17 @@ func (o *Owner) ask(ctx context.Context, r *request) error {
 	case err := <-r.reply:
 		return err
 	case <-ctx.Done():
+		// A release whose outcome is decided by now gets it, not a
+		// "maybe": the holding has ended (released or lost), or the
+		// answer is there.
+		select {
+		case err := <-r.reply:
+			return err
+		default:
+		}
+		if r.release != nil && o.Err() != nil {
+			return o.final(r.kind)
+		}
 		return context.Cause(ctx)
 	}
 }

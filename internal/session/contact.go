@@ -91,3 +91,13 @@ func (s *Session) prove() time.Duration {
 	})
 	return rtt
 }
+
+// Remaining is how long from now until the Session gives itself up unless
+// a newer contact is proven (lost), and until the earliest moment any
+// leader could expire the session (expiry), both by this host's monotonic
+// clock; negative once past. Whoever acts for a holder outside this
+// process (a command run under a lock) must stop it before expiry.
+func (s *Session) Remaining() (lost, expiry time.Duration) {
+	timeout, unproven := s.Timeout(), s.tr.Unproven()
+	return deadline(timeout, s.loss) - unproven, deadline(timeout, 1) - unproven
+}

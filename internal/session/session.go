@@ -17,15 +17,17 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zkrecipes/zkrecipes/internal/chroot"
 	"github.com/zkrecipes/zkrecipes/internal/telemetry"
 	"github.com/zkrecipes/zkrecipes/internal/wire"
 )
 
-// The ends of a session; the root package exports them.
+// The ends of a session; the root package exports them, under the names
+// they are reported by as error.type.
 var (
-	ErrExpired = errors.New("session expired")
-	ErrLost    = errors.New("session lost")
-	ErrClosed  = errors.New("session closed")
+	ErrExpired = telemetry.Sentinel("session expired", "zkrecipes.ErrSessionExpired")
+	ErrLost    = telemetry.Sentinel("session lost", "zkrecipes.ErrSessionLost")
+	ErrClosed  = telemetry.Sentinel("session closed", "zkrecipes.ErrClosed")
 )
 
 // LossFraction is how much of the negotiated timeout may pass after the
@@ -57,6 +59,9 @@ type Config struct {
 	// TLS, when set, makes every connection a TLS client over Dialer (see
 	// tlsTransport); nil: plaintext.
 	TLS *tls.Config
+	// Chroot, when set, is the server's node that the client sees as its
+	// root (see package chroot): an absolute path other than "/".
+	Chroot string
 	// Telemetry records what the session and its recipes do; nil records
 	// nothing.
 	Telemetry *telemetry.T
@@ -105,6 +110,12 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		tt = newTLSTransport(cfg.Dialer, cfg.TLS, s.signal, tried)
 		dial, hosts = tt.dial, zk.WithHostProvider(tt)
 		probe = prober{tls: cfg.TLS, serverName: tt.serverName}
+	}
+	if cfg.Chroot != "" {
+		// Under the wire watcher, so that it sees the client's paths (the
+		// created paths it records are the ones the client asks for), and
+		// over TLS, which carries the server's.
+		dial = chroot.Dial(cfg.Chroot, dial)
 	}
 	s.tr = wire.New(wire.Config{OnHandshake: s.signal, HandshakeWait: max(time.Second, cfg.Timeout/3),
 		Probe: probe.probe, Tick: cfg.Tick, Refused: tried.failed})
@@ -158,9 +169,14 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	// connection is made (go-zookeeper/zk#35); a watch set before it has
 	// run turns that into a data race with the receive loop. This also
 	// proves the connection answers requests.
-	if err := Call(ctx, func() error { _, _, err := conn.Exists("/"); return err }); err != nil {
+	rootFound := true
+	if err := Call(ctx, func() error { var err error; rootFound, _, err = conn.Exists("/"); return err }); err != nil {
 		fail()
 		return nil, fmt.Errorf("first request: %w", err)
+	}
+	s.followState(func(st State) { s.tel.SessionState(st.telemetry()) })
+	if !rootFound {
+		s.log.Warn("the chroot does not exist: every request fails with NoNode until it is created", "chroot", cfg.Chroot)
 	}
 	s.wg.Add(1)
 	go s.monitor()

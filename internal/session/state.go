@@ -86,6 +86,32 @@ func (s *Session) OnStateChange(f func(StateChange)) {
 	st.subs = append(st.subs, f)
 }
 
+// followState calls f with the State now and then with every change, in
+// order, the last being Lost (see OnStateChange for what f may do).
+func (s *Session) followState(f func(State)) {
+	st := &s.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.final != nil {
+		f(Lost)
+		return
+	}
+	f(st.now)
+	st.subs = append(st.subs, func(c StateChange) { f(c.To) })
+}
+
+// telemetry is the state's name in the session count: "" once Lost (a
+// lost session is counted no more).
+func (st State) telemetry() string {
+	switch st {
+	case Connected:
+		return "connected"
+	case Suspended:
+		return "suspended"
+	}
+	return ""
+}
+
 // established reports whether the first session has been recorded: Connect
 // returns only then, so that State is Connected from the start.
 func (st *states) established() bool {

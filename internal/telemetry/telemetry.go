@@ -4,12 +4,54 @@
 // OpenTelemetry API only; with the default providers (no SDK installed)
 // every call is a no-op.
 //
-// No attribute carries a lock path or an item id: their number has no
-// bound.
+// Names, units and attributes follow the semantic conventions' general
+// guidance (opentelemetry.io/docs/specs/semconv/general/, as of v1.45):
+//
+//   - naming.md, "Metrics" > "Pluralization": a metric is named for what it
+//     measures, under the library's own namespace (zkrecipes.lock,
+//     zkrecipes.queue, zkrecipes.session), namespaces singular; a name is
+//     pluralized only when its value counts discrete things and its unit is
+//     an annotation ("{fault}"). Our counters take the form of
+//     system.process.created ({process}): the thing and what happened to
+//     it, zkrecipes.lock.lease.lost ({lease}), so none is plural.
+//   - naming.md, "Do not pluralize UpDownCounter names": a count of things
+//     is thing.count (system.process.count), with a state attribute when
+//     the things have states (db.client.connection.count by
+//     db.client.connection.state); those in progress are thing.active
+//     (cicd.pipeline.run.active, next to cicd.pipeline.run.duration).
+//   - naming.md, "Do not use total": no name ends in total or _total (the
+//     Prometheus exporter adds _total to counters itself).
+//   - metrics.md, "Instrument units": every instrument has a unit, UCUM,
+//     "s" for durations, and a curly-brace annotation in the singular for a
+//     count ("{lease}", "{item}"), never the default unit "1".
+//   - metrics.md, "Instrument types": synchronous and asynchronous
+//     instruments are equally compliant; an UpDownCounter's decrement uses
+//     the attributes of its increment ("Consistent UpDownCounter
+//     timeseries").
+//   - naming.md, "General naming considerations" and "Recommendations for
+//     application developers": attributes are namespaced by the library's
+//     name (zkrecipes.recipe, zkrecipes.outcome), lowercase, snake_case
+//     within a component.
+//   - recording-errors.md: a failed operation sets the span status to Error
+//     with the error's text as the description, and error.type on the span
+//     and on the operation's duration histogram; a successful one sets
+//     neither; the error is not recorded as a span event. error.type
+//     (registry/attributes/error.md) is low in cardinality, documented, and
+//     "_OTHER" when there is nothing better; a wrapper that says nothing of
+//     the cause may give way to the error it wraps (errortype.go).
+//   - The specification's trace/api.md, "SpanKind": CLIENT describes one
+//     request to a remote service; a wait makes several (join, list,
+//     watch, again after each change) and is the application's own
+//     operation, so its span is INTERNAL, the requests under it unspanned.
+//
+// The instrumentation scope is the module's path, with the module's
+// version (version.go).
+//
+// No attribute carries a lock path, a queue path or an item id: their
+// number has no bound.
 package telemetry
 
 import (
-	"context"
 	"strings"
 	"sync"
 	"time"
@@ -19,10 +61,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// scope names the instrumentation library.
+// scope names the instrumentation scope: this module.
 const scope = "github.com/zkrecipes/zkrecipes"
 
-// Recipe names, the values of the recipe attribute.
+// Recipe names, the values of the zkrecipes.recipe attribute.
 const (
 	Mutex     = "mutex"
 	RWRead    = "rwmutex.read"
@@ -31,32 +73,74 @@ const (
 	Election  = "election"
 )
 
+// The attributes.
+const (
+	keyRecipe    = attribute.Key("zkrecipes.recipe")
+	keyOutcome   = attribute.Key("zkrecipes.outcome")
+	keyReason    = attribute.Key("zkrecipes.reason")
+	keyState     = attribute.Key("zkrecipes.session.state")
+	keyAhead     = attribute.Key("zkrecipes.line.ahead")
+	keyErrorType = attribute.Key("error.type") // the semantic conventions' own
+)
+
+// Config is what New makes the instruments from.
+type Config struct {
+	Meters  metric.MeterProvider
+	Tracers trace.TracerProvider
+	// PendingMaxAge is how old a queue's pending count may be before a
+	// collection reads it again (pending.go); 0: DefaultPendingMaxAge.
+	PendingMaxAge time.Duration
+}
+
 // T is a Session's instruments and tracer. The zero value is not usable;
 // a nil *T records nothing.
 type T struct {
+	meter  metric.Meter
 	tracer trace.Tracer
 	sets   sync.Map // attribute-set key -> metric.MeasurementOption
 
-	sessionEnds  metric.Int64Counter
-	reconnects   metric.Int64Counter
-	lockWait     metric.Float64Histogram
-	lockHold     metric.Float64Histogram
-	lockLosses   metric.Int64Counter
-	puts         metric.Int64Counter
-	acks         metric.Int64Counter
-	nacks        metric.Int64Counter
-	redeliveries metric.Int64Counter
-	deadLetters  metric.Int64Counter
-	takeWait     metric.Float64Histogram
+	sessions        metric.Int64UpDownCounter
+	sessionEnded    metric.Int64Counter
+	sessionReplaced metric.Int64Counter
+
+	lockWait       metric.Float64Histogram
+	lockWaitActive metric.Int64UpDownCounter
+	leaseDuration  metric.Float64Histogram
+	leaseActive    metric.Int64UpDownCounter
+	leaseLost      metric.Int64Counter
+
+	itemPut        metric.Int64Counter
+	jobAcked       metric.Int64Counter
+	jobNacked      metric.Int64Counter
+	jobRedelivered metric.Int64Counter
+	itemDead       metric.Int64Counter
+	takeWait       metric.Float64Histogram
+	takeWaitActive metric.Int64UpDownCounter
+	jobActive      metric.Int64UpDownCounter
+	itemPending    metric.Int64ObservableUpDownCounter
+	pendingMaxAge  time.Duration
+	pending        pending
+
+	stateMu sync.Mutex
+	state   string // the session's state as counted in sessions; "" when not counted
+	over    bool   // the session is over: its state is counted no more
 }
 
 // New makes the instruments from the providers. An instrument the meter
 // cannot make is a no-op one: telemetry never stops a Session.
-func New(mp metric.MeterProvider, tp trace.TracerProvider) *T {
-	m := mp.Meter(scope)
-	t := &T{tracer: tp.Tracer(scope)}
-	counter := func(name, desc string) metric.Int64Counter {
-		c, _ := m.Int64Counter(name, metric.WithDescription(desc))
+func New(cfg Config) *T {
+	v := version()
+	m := cfg.Meters.Meter(scope, metric.WithInstrumentationVersion(v))
+	t := &T{meter: m, tracer: cfg.Tracers.Tracer(scope, trace.WithInstrumentationVersion(v)), pendingMaxAge: cfg.PendingMaxAge}
+	if t.pendingMaxAge <= 0 {
+		t.pendingMaxAge = DefaultPendingMaxAge
+	}
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, _ := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		return c
+	}
+	upDown := func(name, unit, desc string) metric.Int64UpDownCounter {
+		c, _ := m.Int64UpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
 		return c
 	}
 	seconds := func(name, desc string) metric.Float64Histogram {
@@ -64,23 +148,33 @@ func New(mp metric.MeterProvider, tp trace.TracerProvider) *T {
 			metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
 		return h
 	}
-	t.sessionEnds = counter("zkrecipes.session.ends", "Sessions that ended, by reason: expired, lost, closed.")
-	t.reconnects = counter("zkrecipes.session.reconnects", "New sessions Supervise made after one ended.")
+
+	t.sessions = upDown("zkrecipes.session.count", "{session}", "Sessions that are live, by state: connected, or suspended (the connection dropped; the session may live on).")
+	t.sessionEnded = counter("zkrecipes.session.ended", "{session}", "Sessions that ended, by reason: expired, lost, closed.")
+	t.sessionReplaced = counter("zkrecipes.session.replaced", "{session}", "Sessions that ended and that Supervise replaced with a new one.")
+
 	t.lockWait = seconds("zkrecipes.lock.wait.duration", "Time from asking for a lock, permit or leadership to holding it or giving up.")
-	t.lockHold = seconds("zkrecipes.lock.hold.duration", "Time a lease was held, until released or lost.")
-	t.lockLosses = counter("zkrecipes.lock.losses", "Leases lost, by reason: session, deleted, modified.")
-	t.puts = counter("zkrecipes.queue.puts", "Items put.")
-	t.acks = counter("zkrecipes.queue.acks", "Jobs acked.")
-	t.nacks = counter("zkrecipes.queue.nacks", "Jobs nacked (given back).")
-	t.redeliveries = counter("zkrecipes.queue.redeliveries", "Jobs taken that had been delivered before.")
-	t.deadLetters = counter("zkrecipes.queue.dead_letters", "Items moved to the dead letters.")
+	t.lockWaitActive = upDown("zkrecipes.lock.wait.active", "{wait}", "Waits for a lock, permit or leadership in progress: contenders joining or waiting in line.")
+	t.leaseDuration = seconds("zkrecipes.lock.lease.duration", "Time a lease was held, until released or lost.")
+	t.leaseActive = upDown("zkrecipes.lock.lease.active", "{lease}", "Leases held now.")
+	t.leaseLost = counter("zkrecipes.lock.lease.lost", "{lease}", "Leases lost, by reason: session, deleted, modified.")
+
+	t.itemPut = counter("zkrecipes.queue.item.put", "{item}", "Items put.")
+	t.jobAcked = counter("zkrecipes.queue.job.acked", "{job}", "Jobs acked: their items removed for good.")
+	t.jobNacked = counter("zkrecipes.queue.job.nacked", "{job}", "Jobs nacked: their items given back.")
+	t.jobRedelivered = counter("zkrecipes.queue.job.redelivered", "{job}", "Jobs taken whose items had been delivered before.")
+	t.itemDead = counter("zkrecipes.queue.item.dead_lettered", "{item}", "Items moved to the dead letters.")
 	t.takeWait = seconds("zkrecipes.queue.take.wait.duration", "Time from Take to a job in hand or giving up.")
+	t.takeWaitActive = upDown("zkrecipes.queue.take.wait.active", "{wait}", "Takes in progress.")
+	t.jobActive = upDown("zkrecipes.queue.job.active", "{job}", "Jobs in flight: taken by this process and neither acked, nacked nor lost.")
+	t.itemPending, _ = m.Int64ObservableUpDownCounter("zkrecipes.queue.item.pending", metric.WithUnit("{item}"),
+		metric.WithDescription("Items pending in the queues this process has a Queue for: put and neither claimed, acked nor dead; as last read, not more often than every few seconds."))
 	return t
 }
 
 // attrs is the measurement option for an attribute set, made once per set:
 // the sets are few (recipes, outcomes, reasons), and recording is on every
-// lock's path.
+// lock's path. It may reorder kv.
 func (t *T) attrs(kv ...attribute.KeyValue) metric.MeasurementOption {
 	var key strings.Builder
 	for _, a := range kv {
@@ -97,138 +191,10 @@ func (t *T) attrs(kv ...attribute.KeyValue) metric.MeasurementOption {
 	return o
 }
 
-// SessionEnded counts a session's end: reason is expired, lost or closed.
-func (t *T) SessionEnded(reason string) {
-	if t != nil {
-		t.sessionEnds.Add(context.Background(), 1, t.attrs(attribute.String("reason", reason)))
-	}
-}
-
-// Reconnected counts a new session made after one ended.
-func (t *T) Reconnected() {
-	if t != nil {
-		t.reconnects.Add(context.Background(), 1)
-	}
-}
-
-// Wait is one wait for a lock, a permit, a leadership or a job, traced as
-// a span.
-type Wait struct {
-	t      *T
-	hist   metric.Float64Histogram
-	recipe string
-	begin  time.Time
-	span   trace.Span
-}
-
-// StartWait starts timing a wait of the recipe (a zklock recipe name, or
-// "" for a queue's Take) and a span named name, returned in ctx.
-func (t *T) StartWait(ctx context.Context, name, recipe string) (context.Context, *Wait) {
-	if t == nil {
-		return ctx, nil
-	}
-	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
-	h := t.lockWait
+// recipeAttrs is the attribute set of a recipe, none for "".
+func recipeAttrs(recipe string) []attribute.KeyValue {
 	if recipe == "" {
-		h = t.takeWait
-	}
-	return ctx, &Wait{t: t, hist: h, recipe: recipe, begin: time.Now(), span: span}
-}
-
-// Waiting marks, on the span in ctx, that the caller had to wait in line
-// with ahead contenders ahead of it.
-func Waiting(ctx context.Context, ahead int) {
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent("waiting in line", trace.WithAttributes(attribute.Int("ahead", ahead)))
-	}
-}
-
-// End records the wait's outcome: acquired (err nil), canceled (ctx
-// ended) or error.
-func (w *Wait) End(ctx context.Context, err error) {
-	if w == nil {
-		return
-	}
-	outcome := "acquired"
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		outcome = "canceled"
-	default:
-		outcome = "error"
-		w.span.RecordError(err)
-	}
-	kv := []attribute.KeyValue{attribute.String("outcome", outcome)}
-	if w.recipe != "" {
-		kv = append(kv, attribute.String("recipe", w.recipe))
-	}
-	w.hist.Record(context.Background(), time.Since(w.begin).Seconds(), w.t.attrs(kv...))
-	w.span.SetAttributes(attribute.String("outcome", outcome))
-	w.span.End()
-}
-
-// Hold is one holding of a lease, timed from when it is held.
-type Hold struct {
-	t      *T
-	recipe string
-	begin  time.Time
-}
-
-// StartHold starts timing a lease of the recipe; a nil *Hold (no recipe)
-// records nothing.
-func (t *T) StartHold(recipe string) *Hold {
-	if t == nil || recipe == "" {
 		return nil
 	}
-	return &Hold{t: t, recipe: recipe, begin: time.Now()}
-}
-
-// End records the holding's time and, when lost, the loss: reason is
-// session, deleted or modified, "" when released.
-func (h *Hold) End(lossReason string) {
-	if h == nil {
-		return
-	}
-	ctx := context.Background()
-	h.t.lockHold.Record(ctx, time.Since(h.begin).Seconds(), h.t.attrs(attribute.String("recipe", h.recipe)))
-	if lossReason != "" {
-		h.t.lockLosses.Add(ctx, 1, h.t.attrs(attribute.String("recipe", h.recipe), attribute.String("reason", lossReason)))
-	}
-}
-
-// Queue counters.
-
-// Put counts n items put.
-func (t *T) Put(n int) {
-	if t != nil {
-		t.puts.Add(context.Background(), int64(n))
-	}
-}
-
-// Acked counts a job acked.
-func (t *T) Acked() {
-	if t != nil {
-		t.acks.Add(context.Background(), 1)
-	}
-}
-
-// Nacked counts a job given back.
-func (t *T) Nacked() {
-	if t != nil {
-		t.nacks.Add(context.Background(), 1)
-	}
-}
-
-// Redelivered counts a job taken that had been delivered before.
-func (t *T) Redelivered() {
-	if t != nil {
-		t.redeliveries.Add(context.Background(), 1)
-	}
-}
-
-// Buried counts an item moved to the dead letters.
-func (t *T) Buried() {
-	if t != nil {
-		t.deadLetters.Add(context.Background(), 1)
-	}
+	return []attribute.KeyValue{keyRecipe.String(recipe)}
 }

@@ -23,6 +23,10 @@ func EnsureDir(ctx context.Context, s *session.Session, dir string, acl []zk.ACL
 	switch {
 	case err == nil, errors.Is(err, zk.ErrNodeExists):
 		return nil
+	case errors.Is(err, zk.ErrNoNode) && strings.LastIndex(dir, "/") == 0:
+		// The root has no parent to make: it is a chroot that does not
+		// exist.
+		return fmt.Errorf("create %s: %w (its chroot does not exist)", dir, err)
 	case errors.Is(err, zk.ErrNoNode):
 		if err := EnsureDir(ctx, s, dir[:strings.LastIndex(dir, "/")], acl); err != nil {
 			return err

@@ -9,10 +9,27 @@ import (
 // ErrInvalidPath is the root package's ErrInvalidPath.
 var ErrInvalidPath = errors.New("invalid path")
 
-// ValidatePath reports whether p is a path a recipe can own: absolute, not the
-// root, no trailing '/', no empty, "." or ".." element, and none of the
-// characters ZooKeeper refuses. The error wraps ErrInvalidPath and names the problem.
+// ValidatePath reports whether p is a path a recipe can own: a node path
+// (see ValidateNodePath) other than the root, and not under /zookeeper.
+// The error wraps ErrInvalidPath and names the problem.
 func ValidatePath(p string) error {
+	if err := ValidateNodePath(p); err != nil {
+		return err
+	}
+	switch {
+	case p == "/":
+		return fmt.Errorf("%w %q: the root cannot hold a recipe", ErrInvalidPath, p)
+	case p == "/zookeeper" || strings.HasPrefix(p, "/zookeeper/"):
+		return fmt.Errorf("%w %q: /zookeeper is reserved for the server", ErrInvalidPath, p)
+	}
+	return nil
+}
+
+// ValidateNodePath reports whether p is a path ZooKeeper takes: absolute,
+// no trailing '/' (but for the root), no empty, "." or ".." element, and
+// none of the characters ZooKeeper refuses. The error wraps ErrInvalidPath
+// and names the problem.
+func ValidateNodePath(p string) error {
 	bad := func(why string) error {
 		return fmt.Errorf("%w %q: %s", ErrInvalidPath, p, why)
 	}
@@ -22,7 +39,7 @@ func ValidatePath(p string) error {
 	case p[0] != '/':
 		return bad("must be absolute (start with '/')")
 	case p == "/":
-		return bad("the root cannot hold a recipe")
+		return nil
 	case strings.HasSuffix(p, "/"):
 		return bad("must not end with '/'")
 	}
@@ -40,9 +57,6 @@ func ValidatePath(p string) error {
 			(r >= 0xd800 && r <= 0xf8ff) || (r >= 0xfff0 && r <= 0xffff) {
 			return bad(fmt.Sprintf("invalid character %U", r))
 		}
-	}
-	if p == "/zookeeper" || strings.HasPrefix(p, "/zookeeper/") {
-		return bad("/zookeeper is reserved for the server")
 	}
 	return nil
 }

@@ -5,15 +5,26 @@
 //
 // Each process runs every workload, each on a ZooKeeper session of its own,
 // all dialled through one zktest.Freezer so that "freeze" cuts the whole
-// process off the ensemble:
+// process off the ensemble. Leases are held for real: each for a random
+// time between -hold-min and -hold-max (seconds, by default), and a
+// goroutine waits on each lease's (and Job's) Done to note the moment it
+// closed:
 //
 //   - mutex: Lock, then, holding the lease, read the fenced register and
-//     write back the value read plus one, presenting the lease's token with
-//     both; Unlock.
-//   - election: Campaign, lead for a while, Resign; and, on another session,
-//     Observe the same election.
-//   - semaphore: Acquire one of the permits, hold it a while, Unlock.
-//   - queue: Put (only with -produce), and Take, then Ack.
+//     write back the value read plus one (-work later), presenting the
+//     lease's token with both; hold on for the rest of the time; Unlock.
+//   - election: Campaign, lead, Resign; and, on another session, Observe
+//     the same election.
+//   - semaphore: Acquire one of the permits, hold it, Unlock.
+//   - queue: Put (only with -produce), and Take, work up to -job-hold (one
+//     job in eight: up to -job-long, seconds, as a lease is held), then Ack.
+//
+// A holder told of its loss (Done closed) stops holding at once and
+// releases.
+//
+// -pin N connects every session to the N-th server of -zk only, so that the
+// harness knows which server a holder's session sits on when it cuts that
+// server off.
 //
 // Commands on standard input, one a line: "freeze MS" (cut every
 // connection for MS milliseconds), "quiesce" (stop acquiring, campaigning
@@ -24,6 +35,11 @@
 // at its lease before writing nor shows its token to the register, the
 // way a client of a lock without fencing writes. The harness must then
 // find lost updates whenever a holder is paused past its lease.
+//
+// -deaf breaks every workload on purpose the other way: no holder watches
+// Done, each holds for its whole time whatever happens, and its loss is
+// noted only when its Unlock (Ack) returns. The harness must then find two
+// holders at once whenever a holder is cut off past its session timeout.
 package main
 
 import (
@@ -53,9 +69,14 @@ type client struct {
 	root     string
 	reg      string
 	timeout  time.Duration
-	hold     time.Duration
+	holdMin  time.Duration // a lease is held between holdMin and holdMax
+	holdMax  time.Duration
+	work     time.Duration // the mutex holder's work between its read and its write
+	jobHold  time.Duration // a consumer works on a job up to this long
+	jobLong  time.Duration // or, one job in eight, up to this long
 	permits  int
 	unfenced bool
+	deaf     bool
 	produce  bool
 
 	out     *record.Writer
@@ -72,22 +93,39 @@ func main() {
 		slot    = flag.Int("slot", 0, "this client's slot")
 		inc     = flag.Int("inc", 0, "incarnation of the slot")
 		timeout = flag.Duration("session", 3*time.Second, "session timeout")
-		hold    = flag.Duration("hold", 80*time.Millisecond, "how long the mutex holder works between its read and its write")
+		holdMin = flag.Duration("hold-min", 500*time.Millisecond, "shortest hold of a lease")
+		holdMax = flag.Duration("hold-max", 4*time.Second, "longest hold of a lease")
+		work    = flag.Duration("work", 80*time.Millisecond, "how long the mutex holder works between its read and its write")
+		jobHold = flag.Duration("job-hold", 400*time.Millisecond, "longest work on a job before its Ack")
+		jobLong = flag.Duration("job-long", 4*time.Second, "longest work on a long job (one in eight) before its Ack")
 		permits = flag.Int("permits", 2, "semaphore permits")
-		work    = flag.String("workloads", "mutex,election,semaphore,queue", "workloads to run")
+		loads   = flag.String("workloads", "mutex,election,semaphore,queue", "workloads to run")
 		produce = flag.Bool("produce", false, "put items on the queue")
+		pin     = flag.Int("pin", -1, "connect only to this server of -zk (0-based); -1: any")
 		unfence = flag.Bool("unfenced", false, "BROKEN ON PURPOSE: write without the token and without looking at the lease")
+		deaf    = flag.Bool("deaf", false, "BROKEN ON PURPOSE: never watch Done; hold for the whole time; learn of a loss from Unlock only")
 	)
 	flag.Parse()
+	servers := strings.Split(*zkAddrs, ",")
+	if *pin >= len(servers) {
+		fail(fmt.Errorf("-pin %d: only %d servers in -zk", *pin, len(servers)))
+	}
+	if *pin >= 0 {
+		servers = servers[*pin : *pin+1]
+	}
+	if *holdMin <= 0 || *holdMax < *holdMin {
+		fail(fmt.Errorf("-hold-min %v, -hold-max %v: need 0 < min <= max", *holdMin, *holdMax))
+	}
 	c := &client{
-		servers: strings.Split(*zkAddrs, ","), root: *root, reg: *reg,
-		timeout: *timeout, hold: *hold, permits: *permits, unfenced: *unfence, produce: *produce,
+		servers: servers, root: *root, reg: *reg,
+		timeout: *timeout, holdMin: *holdMin, holdMax: *holdMax, work: *work, jobHold: *jobHold, jobLong: *jobLong,
+		permits: *permits, unfenced: *unfence, deaf: *deaf, produce: *produce,
 		out:   record.NewWriter(os.Stdout, *slot, *inc),
 		quiet: make(chan struct{}),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	for w := range strings.SplitSeq(*work, ",") {
+	for w := range strings.SplitSeq(*loads, ",") {
 		var role func(context.Context)
 		switch w {
 		case record.Mutex:
@@ -198,15 +236,51 @@ func (c *client) sessions(ctx context.Context, stopAtQuiet bool, work func(ctx c
 	}
 }
 
-// watch emits Lost when l ends other than by its own release.
+// watch notes the moment l's Done closes, as its holder sees it: Lost
+// when l ends other than by its own release, Freed when by its release.
+// A deaf client does not watch.
 func (c *client) watch(w string, l *zklock.Lease) {
+	if c.deaf {
+		return
+	}
 	go func() {
 		<-l.Done()
 		if err := l.Err(); !errors.Is(err, zklock.ErrReleased) {
 			c.out.Emit(record.Event{W: w, K: record.Lost, Tok: l.Token(), Err: fmt.Sprint(err)})
+		} else {
+			c.out.Emit(record.Event{W: w, K: record.Freed, Tok: l.Token()})
 		}
 	}()
 }
+
+// holdFor draws how long to hold a lease.
+func (c *client) holdFor() time.Duration {
+	return c.holdMin + jitter(c.holdMax-c.holdMin)
+}
+
+// hold waits d, or until done closes or ctx ends; false if it did not wait
+// the whole time. A deaf client waits d whatever happens: ctx also ends
+// when the session does.
+func (c *client) hold(ctx context.Context, done <-chan struct{}, d time.Duration) bool {
+	if c.deaf {
+		ctx, done = context.Background(), nil
+	}
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-done:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// server is the server s is connected to (or was last).
+func server(s *zkrecipes.Session) string { return s.Conn().Server() }
 
 // release emits Release, ends the lease with end and emits Unlocked.
 func (c *client) release(w string, l *zklock.Lease, end func(context.Context) error) {
@@ -240,36 +314,40 @@ func (c *client) mutex(ctx context.Context) {
 			if err != nil {
 				continue
 			}
-			c.out.Emit(record.Event{W: record.Mutex, K: record.Grant, Tok: l.Token(), Sid: s.ID()})
+			c.out.Emit(record.Event{W: record.Mutex, K: record.Grant, Tok: l.Token(), Sid: s.ID(), Srv: server(s)})
 			c.watch(record.Mutex, l)
-			c.critical(ctx, reg, l)
+			c.critical(ctx, reg, l, c.holdFor())
 			c.release(record.Mutex, l, l.Unlock)
 			sleep(ctx, jitter(20*time.Millisecond))
 		}
 	})
 }
 
-// critical is the work done under the lock: read the register, work, write
-// back what was read plus one. Each request shows the lease's token; the
-// register refuses tokens lower than the highest it has seen.
-func (c *client) critical(ctx context.Context, reg *register, l *zklock.Lease) {
+// critical is the work done under the lock, for about d in all: read the
+// register, work, write back what was read plus one, then hold on for the
+// rest of d. Each request shows the lease's token; the register refuses
+// tokens lower than the highest it has seen. The read-modify-write comes
+// first, so that a holder stopped or cut off just after its grant is one
+// with its write still to do, and the holder granted next has written by
+// the time it wakes (Kleppmann's scenario).
+func (c *client) critical(ctx context.Context, reg *register, l *zklock.Lease, d time.Duration) {
 	tok := l.Token()
 	if c.unfenced {
 		tok = 0 // no token: the register cannot tell a stale holder
 	}
 	held := func() bool { return c.unfenced || l.Err() == nil }
+	work := c.work/2 + jitter(c.work)
 	if !held() {
 		return
 	}
-	v, ok := reg.read(c.opID(), tok)
-	if !ok {
-		return
+	if v, ok := reg.read(c.opID(), tok); ok {
+		time.Sleep(work) // not cut short: a paused holder also carries on
+		if !held() {
+			return
+		}
+		reg.write(c.opID(), tok, v, v+1)
 	}
-	time.Sleep(c.hold/2 + jitter(c.hold)) // working; not cut short: a paused holder also carries on
-	if !held() {
-		return
-	}
-	reg.write(c.opID(), tok, v, v+1)
+	c.hold(ctx, l.Done(), d-work)
 }
 
 func (c *client) opID() string {
@@ -291,13 +369,9 @@ func (c *client) election(ctx context.Context) {
 			if err != nil {
 				continue
 			}
-			c.out.Emit(record.Event{W: record.Election, K: record.Grant, Tok: l.Token(), Sid: s.ID()})
+			c.out.Emit(record.Event{W: record.Election, K: record.Grant, Tok: l.Token(), Sid: s.ID(), Srv: server(s)})
 			c.watch(record.Election, l.Lease)
-			select {
-			case <-time.After(200*time.Millisecond + jitter(400*time.Millisecond)):
-			case <-l.Done():
-			case <-ctx.Done():
-			}
+			c.hold(ctx, l.Done(), c.holdFor())
 			c.release(record.Election, l.Lease, l.Resign)
 			sleep(ctx, jitter(50*time.Millisecond))
 		}
@@ -331,13 +405,9 @@ func (c *client) semaphore(ctx context.Context) {
 			if err != nil {
 				continue
 			}
-			c.out.Emit(record.Event{W: record.Semaphore, K: record.Grant, Tok: l.Token(), Sid: s.ID()})
+			c.out.Emit(record.Event{W: record.Semaphore, K: record.Grant, Tok: l.Token(), Sid: s.ID(), Srv: server(s)})
 			c.watch(record.Semaphore, l)
-			select {
-			case <-time.After(50*time.Millisecond + jitter(200*time.Millisecond)):
-			case <-l.Done():
-			case <-ctx.Done():
-			}
+			c.hold(ctx, l.Done(), c.holdFor())
 			c.release(record.Semaphore, l, l.Unlock)
 			sleep(ctx, jitter(50*time.Millisecond))
 		}
@@ -363,7 +433,7 @@ func (c *client) producer(ctx context.Context) {
 			} else {
 				c.out.Emit(record.Event{W: record.Queue, K: record.PutOK, D: d, ID: id})
 			}
-			sleep(ctx, 100*time.Millisecond+jitter(100*time.Millisecond))
+			sleep(ctx, 250*time.Millisecond+jitter(250*time.Millisecond))
 		}
 	})
 }
@@ -381,8 +451,14 @@ func (c *client) consume(ctx context.Context) {
 			if err != nil {
 				continue
 			}
-			c.out.Emit(record.Event{W: record.Queue, K: record.Take, ID: j.ID(), D: string(j.Data()), N: j.Attempt(), Sid: s.ID()})
-			time.Sleep(jitter(40 * time.Millisecond))
+			c.out.Emit(record.Event{W: record.Queue, K: record.Take, ID: j.ID(), D: string(j.Data()), N: j.Attempt(), Sid: s.ID(), Srv: server(s)})
+			settled := c.watchJob(j)
+			work := jitter(c.jobHold)
+			if rand.N(8) == 0 {
+				work = jitter(c.jobLong) // a long job: its claim held for seconds, as a lease is
+			}
+			c.hold(ctx, j.Done(), work)
+			c.out.Emit(record.Event{W: record.Queue, K: record.Acking, ID: j.ID(), D: string(j.Data())})
 			actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			err = j.Ack(actx)
 			cancel()
@@ -392,8 +468,27 @@ func (c *client) consume(ctx context.Context) {
 			} else {
 				c.out.Emit(record.Event{W: record.Queue, K: record.Ack, ID: j.ID(), D: string(j.Data())})
 			}
+			close(settled)
 		}
 	})
+}
+
+// watchJob notes the moment j's Done closes (its claim lost), until the
+// returned channel is closed once j is settled. A deaf client does not
+// watch.
+func (c *client) watchJob(j *fairqueue.Job) chan struct{} {
+	settled := make(chan struct{})
+	if c.deaf {
+		return settled
+	}
+	go func() {
+		select {
+		case <-j.Done():
+			c.out.Emit(record.Event{W: record.Queue, K: record.Lost, ID: j.ID(), D: string(j.Data())})
+		case <-settled:
+		}
+	}()
+	return settled
 }
 
 // register is the client side of the fenced register (see package chaos):

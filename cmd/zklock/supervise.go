@@ -1,0 +1,201 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/internal/session"
+)
+
+// child is a CMD that zklock runs while it holds something: a lock, a
+// leadership, the claim on a queue's item.
+type child struct {
+	argv  []string
+	env   []string  // added to zklock's environment
+	stdin io.Reader // os.Stdin, or the item's data
+	what  string    // what is held, for messages: "the lock on /a"
+	grace time.Duration
+
+	// lost is closed when what is held ends; err then says why. Until
+	// nothing of CMD's process group is left, nothing is given up, so an
+	// end is a loss.
+	lost <-chan struct{}
+	err  func() error // nil while held
+	// session holds it: its deadlines bound how long CMD may run on if
+	// zklock stops (see deadlines).
+	session *zkrecipes.Session
+}
+
+// outcome is how a child ended.
+type outcome struct {
+	code    int       // CMD's exit status, or exitLost, exitNoExec, exitNotFound, exitFailure
+	started bool      // CMD was started
+	lost    bool      // what was held was lost before CMD's process group was gone
+	signal  os.Signal // the last signal forwarded to CMD, if any
+}
+
+// supervise runs CMD in a process group of its own while ch's hold lasts,
+// and returns once nothing of that group is left, so that the caller may
+// then let go of what it holds:
+//
+//   - the signals of forwardedSignals that zklock receives are sent, once
+//     each, to the group;
+//   - if the hold is lost, the group gets SIGTERM, and SIGKILL ch.grace
+//     later, or sooner, before the ensemble could expire the session and
+//     hand what was held to another;
+//   - when CMD exits, what is left of its group (processes it started in
+//     the background) gets SIGTERM, and SIGKILL ch.grace later;
+//   - if zklock dies, its guard kills the group (see guard_unix.go);
+//   - if zklock stops (SIGSTOP, a frozen VM), the guard ends the group on
+//     its own by the session's deadlines, which zklock keeps telling it.
+func (c *cli) supervise(ch child, sigs <-chan os.Signal) outcome {
+	// CMD is not in zklock's process group, so a terminal's Ctrl-Z would
+	// stop zklock alone: its session would then expire, and its lock pass
+	// to another, while CMD runs on. zklock does not stop.
+	tstp := make(chan os.Signal, 1)
+	notifyUnlessIgnored(tstp, stopSignals()...)
+	defer signal.Stop(tstp)
+
+	g, err := startGroup(ch, c.stdout, c.stderr)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "zklock: %v\n", err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, iofs.ErrNotExist) {
+			return outcome{code: exitNotFound}
+		}
+		return outcome{code: exitNoExec}
+	}
+	defer g.close()
+	name := ch.argv[0]
+
+	out := outcome{started: true}
+	lost := ch.lost
+	var kill <-chan time.Time
+	terminate := func() {
+		g.terminate()
+		if kill == nil {
+			kill = time.After(ch.killDelay())
+		}
+	}
+	ch.tellDeadlines(g)
+	tell := time.NewTicker(deadlineEvery)
+	defer tell.Stop()
+	for {
+		select {
+		case <-tell.C:
+			if lost != nil {
+				ch.tellDeadlines(g)
+			}
+		case ev := <-g.events:
+			switch {
+			case ev.died:
+				fmt.Fprintf(c.stderr, "zklock: the process that watched %s died (%v); sending SIGKILL to its process group %d\n",
+					name, ev.how, g.pgid)
+				if err := g.killGroup(); err != nil {
+					fmt.Fprintf(c.stderr, "zklock: %v\n", err)
+				}
+				out.code = exitFailure
+				if err := ch.err(); err != nil {
+					if lost != nil {
+						fmt.Fprintf(c.stderr, "zklock: lost %s: %v\n", ch.what, err)
+					}
+					out.code, out.lost = exitLost, true
+				}
+				return out
+			case ev.exited:
+				out.code = exitStatus(ev.status)
+				if ev.left {
+					c.log.Info("CMD exited, leaving processes of its group; sending SIGTERM", "pgid", g.pgid)
+					terminate()
+				}
+			default: // the group is gone
+				if err := ch.err(); err != nil {
+					if lost != nil { // lost just as the group ended
+						fmt.Fprintf(c.stderr, "zklock: lost %s: %v\n", ch.what, err)
+					}
+					out.code, out.lost = exitLost, true
+				}
+				return out
+			}
+		case sig := <-sigs:
+			c.log.Info("forwarding signal", "signal", signame(sig), "pgid", g.pgid)
+			g.signal(sig)
+			out.signal = sig
+		case sig := <-tstp:
+			c.log.Warn("not stopping: the lock would expire while CMD runs", "signal", signame(sig))
+		case <-lost:
+			lost = nil
+			fmt.Fprintf(c.stderr, "zklock: lost %s while %s ran: %v; sending SIGTERM to its process group %d\n",
+				ch.what, name, ch.err(), g.pgid)
+			terminate()
+		case <-kill:
+			kill = nil
+			fmt.Fprintf(c.stderr, "zklock: process group %d of %s still running %v after SIGTERM; sending SIGKILL\n",
+				g.pgid, name, ch.grace)
+			g.kill()
+		}
+	}
+}
+
+// deadlineEvery is how often zklock tells the guard the session's
+// deadlines while it holds.
+const deadlineEvery = 100 * time.Millisecond
+
+// tellDeadlines tells the guard by when to end the group should zklock stop
+// telling it (see guard_unix.go).
+func (ch child) tellDeadlines(g *group) {
+	if ch.session == nil {
+		return
+	}
+	lost, expiry := ch.session.Internal(session.Key{}).Remaining()
+	g.deadlines(lost, expiry)
+}
+
+// killDelay is the wait between SIGTERM and SIGKILL on a loss: the grace,
+// but no later than the ensemble could expire the session, when the lock
+// may pass to another.
+func (ch child) killDelay() time.Duration {
+	if ch.session == nil {
+		return ch.grace
+	}
+	_, expiry := ch.session.Internal(session.Key{}).Remaining()
+	return max(0, min(ch.grace, expiry-expiryMargin))
+}
+
+// expiryMargin is kept between the end of CMD's group and the earliest
+// moment the ensemble could expire the session.
+const expiryMargin = 100 * time.Millisecond
+
+// notifyUnlessIgnored relays the signals to ch, but leaves alone those that
+// zklock was started with ignored (as by nohup, or for a background job of
+// a shell script): CMD inherits them ignored, as it would without zklock.
+func notifyUnlessIgnored(ch chan<- os.Signal, sigs ...os.Signal) {
+	for _, sig := range sigs {
+		if !signal.Ignored(sig) {
+			signal.Notify(ch, sig)
+		}
+	}
+}
+
+// exitStatus is the shell's view of how a process ended: its exit code, or
+// 128+N if it died of signal N.
+func exitStatus(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}
+
+func signum(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return int(s)
+	}
+	return 1
+}
