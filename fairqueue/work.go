@@ -174,41 +174,44 @@ func (wk *worker) free() int {
 
 // joinReq is the create of a node of ours in line, for the acks' group (see
 // ackReq): made as its batch is, it wants as many jobs as handlers are free
-// then (the handlers that finish together are acked together), and its
-// name starts with *prefix.
-func (wk *worker) joinReq(prefix *string) (ackReq, error) {
+// then (the handlers that finish together are acked together). Its name
+// starts with base; *built is set when it is made (read it once the
+// group's call has returned).
+func (wk *worker) joinReq(built *bool) (ackReq, string, error) {
 	base, err := line.NewPrefix(&line.Spec{})
 	if err != nil {
-		return ackReq{}, err
+		return ackReq{}, "", err
 	}
 	return ackReq{join: true, build: func() []any {
-		*prefix = base + wk.q.lineSpec(wk.free()).Marker
-		return []any{&zk.CreateRequest{Path: wk.q.line + "/" + *prefix, Data: []byte{}, Acl: wk.q.acl, Flags: zk.FlagEphemeralSequential}}
-	}}, nil
+		*built = true
+		prefix := base + wk.q.lineSpec(wk.free()).Marker
+		return []any{&zk.CreateRequest{Path: wk.q.line + "/" + prefix, Data: []byte{}, Acl: wk.q.acl, Flags: zk.FlagEphemeralSequential}}
+	}}, base, nil
 }
 
 // join puts a node of ours in line with the acks sent at that moment; nil
 // if it was not made (take then joins on its own).
 func (wk *worker) join(ctx context.Context) *waiter {
-	var prefix string
-	req, err := wk.joinReq(&prefix)
+	var built bool
+	req, base, err := wk.joinReq(&built)
 	if err != nil {
 		return nil
 	}
 	rs, sent, err := wk.q.acks.run(ctx, req)
 	switch {
 	case err != nil && sent:
-		wk.q.s.Cleanup("abandoned join in "+wk.q.line, func() error { return wk.q.leavePrefixed(prefix) })
+		wk.q.s.Cleanup("abandoned join in "+wk.q.line, func() error { return wk.q.leavePrefixed(base) })
 		return nil
 	case err != nil:
 		return nil
 	}
-	return wk.joined(ctx, &rs[0], prefix)
+	return wk.joined(ctx, &rs[0], base, built)
 }
 
-// joined is our node from a join's outcome r; nil if none was made. With r
-// nil (its reply lost), it looks for the node by its prefix.
-func (wk *worker) joined(ctx context.Context, r *ackResult, prefix string) *waiter {
+// joined is our node from a join's outcome r; nil if none was made (or it
+// was never sent: not built). With r nil (its reply lost), it looks for the
+// node by its name's start, base.
+func (wk *worker) joined(ctx context.Context, r *ackResult, base string, built bool) *waiter {
 	q := wk.q
 	switch {
 	case r != nil && r.err == nil:
@@ -217,12 +220,12 @@ func (wk *worker) joined(ctx context.Context, r *ackResult, prefix string) *wait
 			w.ahead = nil // the listing missed our node: list again
 		}
 		return w
-	case r != nil && !session.IsConnErr(r.err), prefix == "":
+	case r != nil && !session.IsConnErr(r.err), !built:
 		return nil // refused (line/ reaped), or never sent
 	}
-	p, found, err := line.Find(ctx, q.s, q.line, prefix)
+	p, found, err := line.Find(ctx, q.s, q.line, base)
 	if err != nil {
-		q.s.Cleanup("ambiguous join in "+q.line, func() error { return q.leavePrefixed(prefix) })
+		q.s.Cleanup("ambiguous join in "+q.line, func() error { return q.leavePrefixed(base) })
 		return nil
 	}
 	if !found {
@@ -249,8 +252,8 @@ func (wk *worker) settle(ctx context.Context, j *Job, herr error, backoff [2]tim
 	bg := context.WithoutCancel(ctx)
 	switch {
 	case carry:
-		var prefix string
-		req, err := wk.joinReq(&prefix)
+		var built bool
+		req, base, err := wk.joinReq(&built)
 		if err != nil {
 			q.settled(j, "ack", j.Ack(bg))
 			wk.nodes <- nil
@@ -258,7 +261,7 @@ func (wk *worker) settle(ctx context.Context, j *Job, herr error, backoff [2]tim
 		}
 		r, err := j.ack(bg, &req)
 		q.settled(j, "ack", err)
-		wk.nodes <- wk.joined(bg, r, prefix)
+		wk.nodes <- wk.joined(bg, r, base, built)
 	case herr == nil:
 		q.settled(j, "ack", j.Ack(bg))
 	case ctx.Err() != nil, backoff[0] == 0:
