@@ -37,7 +37,9 @@ func work(t *testing.T, ctx context.Context, q *fairqueue.Queue, h fairqueue.Han
 
 // Work runs the handler on every job, several at once, acks what it
 // finished, and stands in line again in the multi of its acks: while jobs
-// wait, of the creates that put its node in line only the first goes alone.
+// wait, most creates that put its node in line ride with acks (one goes
+// alone when Work was served fewer jobs than it had handlers free, and
+// stands in line again for the others at once).
 func TestWorkAcksAndJoinsWithTheAcks(t *testing.T) {
 	srv := setup(t)
 	p := queuePath(t, srv.Addrs())
@@ -75,13 +77,10 @@ func TestWorkAcksAndJoinsWithTheAcks(t *testing.T) {
 	}
 	_, err = producer.TryTake(ctx)
 	require.ErrorIs(t, err, fairqueue.ErrEmpty, "every job acked")
-	// Every join but the first rides with acks (or with a claim of the
-	// items its node was handed).
 	joinsAlone := w.count(func(m *sentMulti) bool { return m.has(1, "/line/") && !m.has(2, "/items/") })
 	joinsWithAcks := w.count(func(m *sentMulti) bool { return m.has(1, "/line/") && m.has(2, "/items/") })
 	t.Logf("joins: %d with acks, %d alone", joinsWithAcks, joinsAlone)
-	require.Positive(t, joinsWithAcks)
-	require.LessOrEqual(t, joinsAlone, 2)
+	require.Greater(t, joinsWithAcks, joinsAlone, "joins that ride with acks")
 	require.Eventually(t, func() bool { return len(names(t, ps, p+"/line")) == 0 }, liveWait, 5*time.Millisecond,
 		"Work left its node in line")
 }
