@@ -50,11 +50,14 @@ STRESS_CYCLES ?= 100000
 stress: zk-up
 	cd bench && $(GO) run ./cmd/lockstress -zk $(ZK) -cycles $(STRESS_CYCLES) -procs 8 -hogs 2
 
-# fairqueue side by side with kazoo's Queue and LockingQueue and Curator's
-# DistributedQueue and SimpleDistributedQueue (Debian's, as for interop) on
-# one server, alternating rounds; then fairqueue's consumer-scaling curve,
-# written to bench/results/queue-scaling.{csv,png}. A quick try (2 rounds of
-# 3s, 1 and 4 consumers, into bench/results/quick):
+# fairqueue side by side with the floor (the three writes per item any such
+# queue must make, the choice of item made for free in process), kazoo's
+# Queue and LockingQueue and Curator's DistributedQueue and
+# SimpleDistributedQueue (Debian's, as for interop) on one server,
+# alternating rounds, with the claim writes the server refused per item;
+# then the consumer-scaling curve of fairqueue and the floor, written to
+# bench/results/queue-scaling.{csv,png}. A quick try (2 rounds of 3s, 1 and
+# 4 consumers, into bench/results/quick):
 #   make bench-queue BENCH_QUEUE_FLAGS=-quick
 BENCH_QUEUE_FLAGS ?=
 .PHONY: bench-queue

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/go-zookeeper/zk"
@@ -14,168 +15,134 @@ import (
 	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
-// readAhead is how many candidates' items a Take reads at once, in one
-// round trip: consumers that look at the same moment race for the same
-// oldest items, and a loser goes on to the next without another read.
-const readAhead = 4
-
-// claimFirst claims the first of cs (oldest first) that is still free, or
-// returns nil, nil when none is. Consumers that look at the same moment
-// race for the same oldest items: the items are read readAhead at a time,
-// in one round trip, and a claim lost to another consumer goes on to the
-// next item without another read or another look.
-func (q *Queue) claimFirst(ctx context.Context, me string, cs []candidate) (*Job, error) {
-	for len(cs) > 0 {
-		batch := cs[:min(len(cs), readAhead)]
-		cs = cs[len(batch):]
-		nodes, errs := q.readItems(ctx, batch)
-		for i, c := range batch {
-			switch err := errs[i]; {
-			case errors.Is(err, zk.ErrNoNode):
-				continue // acked meanwhile
-			case err != nil:
-				return nil, fmt.Errorf("read %s: %w", q.itemPath(c), err)
-			}
-			j, err := q.claim(ctx, me, c, nodes[i])
-			if j != nil || err != nil {
-				return j, err
-			}
-		}
-	}
-	return nil, nil
-}
-
-// readItems reads the items cs at once: the client pipelines the reads, so
-// they cost one round trip.
-func (q *Queue) readItems(ctx context.Context, cs []candidate) ([]znode.Node, []error) {
-	nodes := make([]znode.Node, len(cs))
-	errs := make([]error, len(cs))
-	var wg sync.WaitGroup
-	for i, c := range cs {
-		wg.Go(func() { nodes[i], errs[i] = znode.Get(ctx, q.s, q.itemPath(c)) })
-	}
-	wg.Wait()
-	return nodes, errs
-}
+// A claim is an EPHEMERAL node claims/<id>, made in one multi with a
+// version-checked setData on the item, which counts the delivery in the
+// item's data version (Job.Attempt) and fences: a claim made from an out of
+// date read fails. The claim node's data is a token of the Take it is for:
+// the session that owns the node does not say whose it is, since every Take
+// of every Queue on one session shares it; a look for a claim after a lost
+// reply, or a clean-up that deletes one, goes by the token.
 
 func (q *Queue) itemPath(c candidate) string { return q.bucketPath(c.bucket) + "/" + c.name }
 
-// claim tries to claim the item c: in one multi, an EPHEMERAL claim node and
-// a version-checked setData on the item, which counts the delivery in the
-// item's data version (Job.Attempt) and fails if another consumer claimed it
-// meanwhile; with them go the item's held/ node when it was held, and our
-// line node me when we stand in line (the hand-off to the next consumer
-// costs no round trip of its own). It returns nil, nil when the item is gone
-// or someone else's, or was moved to the dead-letter area.
-//
-// A claim sent may land whatever becomes of ctx: if ctx ends first, a
-// clean-up waits for the claim's outcome and, if it landed (or may have),
-// deletes the claim once the outcome is settled, so that the item is
-// delivered again rather than held by no one. A claim whose connection
-// dropped is looked for once the client has reconnected.
-//
-// A claim names the Take that made it: its data is a token of its own. The
-// session that owns the ephemeral node does not say whose it is, since
-// every Take of every Queue on one session shares it; a Take that looks for
-// its claim after a lost reply, or a clean-up that deletes one, goes by the
-// token.
-//
-// n is the item as read before the claim; a read that is out of date makes
-// the claim fail (the version moved on), as another consumer's claim does.
-func (q *Queue) claim(ctx context.Context, me string, c candidate, n znode.Node) (*Job, error) {
-	id := c.id()
-	ip := q.itemPath(c)
-	cp := q.claims + "/" + id
-	_, key, _ := parseItem(c.name)
-	if q.maxAttempts > 0 && int(n.Stat.Version) >= q.maxAttempts {
-		// Delivered often enough: to the dead letters. Creating and
-		// deleting the claim in the same multi proves no one holds it.
-		ops := []any{&zk.CreateRequest{Path: cp, Data: []byte{}, Acl: q.acl, Flags: zk.FlagEphemeral},
-			&zk.DeleteRequest{Path: cp, Version: -1}}
-		if c.held != "" {
-			ops = append(ops, &zk.DeleteRequest{Path: q.held + "/" + c.held, Version: -1})
-		}
-		err := q.bury(ctx, id, ip, key, n.Stat.Version, int(n.Stat.Version), n.Data, ops...)
-		if err != nil && !errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
-			return nil, err
-		}
-		return nil, nil
-	}
-	token := []byte(rand.Text())
-	mine := claimOf{path: cp, token: token, item: ip, version: n.Stat.Version + 1}
-	for range maxDirTries {
-		ops := []any{
-			&zk.CreateRequest{Path: cp, Data: token, Acl: q.acl, Flags: zk.FlagEphemeral},
-			&zk.SetDataRequest{Path: ip, Data: n.Data, Version: n.Stat.Version},
-		}
-		heldOp, meOp := -1, -1
-		if c.held != "" {
-			heldOp = len(ops)
-			ops = append(ops, &zk.DeleteRequest{Path: q.held + "/" + c.held, Version: -1})
-		}
-		if me != "" {
-			meOp = len(ops)
-			ops = append(ops, &zk.DeleteRequest{Path: me, Version: -1})
-		}
-		if ctx.Err() != nil {
-			return nil, context.Cause(ctx) // nothing sent
-		}
-		res := make(chan opResult, 1)
-		go func() {
-			i, err := znode.MultiErr(q.s.Conn().Multi(ops...))
-			res <- opResult{i, err}
-		}()
-		var r opResult
-		select {
-		case r = <-res:
-		case <-ctx.Done():
-			q.s.Cleanup("abandoned claim "+cp, q.settleClaim(mine, res))
-			return nil, context.Cause(ctx)
-		}
-		newJob := func() *Job {
-			if n.Stat.Version > 0 {
-				q.s.Telemetry().Redelivered()
-			}
-			return newJob(q, id, ip, cp, key, n.Data, n.Stat.Version+1)
-		}
-		switch i, err := r.i, r.err; {
-		case err == nil:
-			return newJob(), nil
-		case meOp >= 0 && i == meOp:
-			return nil, fmt.Errorf("%w: %s: %w", errLineLost, me, err)
-		case i == 0 && errors.Is(err, zk.ErrNoNode):
-			if err := znode.EnsureDir(ctx, q.s, q.claims, q.acl); err != nil {
-				return nil, err
-			}
-		case i == 0 && errors.Is(err, zk.ErrNodeExists),
-			i == 1 && (errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion)),
-			heldOp >= 0 && i == heldOp && errors.Is(err, zk.ErrNoNode):
-			return nil, nil // someone else's now
-		case i < 0 && session.IsConnErr(err):
-			// The connection dropped: the claim may have landed, with all
-			// the rest of its multi. Its outcome is settled once the client
-			// has reconnected: look.
-			ours, err := znode.Retry(ctx, q.s, func() (bool, error) { return mine.ours(q.s) })
+// readItems reads the items cs at once (the client pipelines the reads). It
+// leaves out an item gone (acked meanwhile) and moves to the dead letters an
+// item delivered WithMaxAttempts times already.
+func (q *Queue) readItems(ctx context.Context, cs []candidate) ([]item, error) {
+	out := make([]item, len(cs))
+	var r reads
+	for i, c := range cs {
+		r.do(func() error {
+			n, err := znode.Get(ctx, q.s, q.itemPath(c))
 			switch {
 			case errors.Is(err, zk.ErrNoNode):
-				// It did not land, and no one holds the item now: claim it
-				// again. Going on to the next item instead would leave this
-				// one, free and older, behind us.
-				continue
+				return nil
 			case err != nil:
-				// Not found out (ctx ended, or the session): whatever the
-				// claim left, a clean-up finds.
-				q.s.Cleanup("ambiguous claim "+cp, q.deleteOwnClaim(mine))
-				return nil, err
-			case ours:
-				return newJob(), nil
+				return fmt.Errorf("read %s: %w", q.itemPath(c), err)
 			}
-			return nil, nil // someone else's now: another consumer's, or another Take's of ours
+			out[i] = item{c, n}
+			return nil
+		})
+	}
+	if err := r.wait(); err != nil {
+		return nil, err
+	}
+	kept := out[:0]
+	for _, it := range out {
+		switch {
+		case it.node.Stat == nil:
+		case q.maxAttempts > 0 && int(it.node.Stat.Version) >= q.maxAttempts:
+			if err := q.buryUnclaimed(ctx, it); err != nil {
+				return nil, err
+			}
 		default:
-			return nil, fmt.Errorf("claim %s: %w", id, err)
+			kept = append(kept, it)
 		}
 	}
-	return nil, fmt.Errorf("claim %s: no outcome in %d tries (the claims directory vanishing, or the connection)", id, maxDirTries)
+	return kept, nil
+}
+
+// buryUnclaimed moves an item delivered often enough to the dead letters.
+// Creating and deleting its claim in the same multi proves no one holds it.
+func (q *Queue) buryUnclaimed(ctx context.Context, it item) error {
+	cp := q.claims + "/" + it.id()
+	_, key, _ := parseItem(it.name)
+	ops := []any{&zk.CreateRequest{Path: cp, Data: []byte{}, Acl: q.acl, Flags: zk.FlagEphemeral},
+		&zk.DeleteRequest{Path: cp, Version: -1}}
+	if it.held != "" {
+		ops = append(ops, &zk.DeleteRequest{Path: q.held + "/" + it.held, Version: -1})
+	}
+	err := q.bury(ctx, it.id(), q.itemPath(it.candidate), key, it.node.Stat.Version, int(it.node.Stat.Version), it.node.Data, ops...)
+	if err != nil && !errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
+		return err
+	}
+	return nil
+}
+
+// claimOf is a claim a multi makes for this consumer.
+type claimOf struct {
+	item
+	path    string // claims/<id>
+	token   []byte
+	version int32 // the item's data version the claim sets: the delivery it counts
+}
+
+func (q *Queue) newClaims(its []item) []*claimOf {
+	cs := make([]*claimOf, len(its))
+	for i, it := range its {
+		cs[i] = &claimOf{item: it, path: q.claims + "/" + it.id(), token: []byte(rand.Text()), version: it.node.Stat.Version + 1}
+	}
+	return cs
+}
+
+// claimOps are the claims' part of a multi: for each, the claim node, the
+// item's setData, and the delete of its held/ node when it was held.
+func (q *Queue) claimOps(cs []*claimOf) []any {
+	var ops []any
+	for _, c := range cs {
+		ops = append(ops,
+			&zk.CreateRequest{Path: c.path, Data: c.token, Acl: q.acl, Flags: zk.FlagEphemeral},
+			&zk.SetDataRequest{Path: q.itemPath(c.candidate), Data: c.node.Data, Version: c.node.Stat.Version})
+		if c.held != "" {
+			ops = append(ops, &zk.DeleteRequest{Path: q.held + "/" + c.held, Version: -1})
+		}
+	}
+	return ops
+}
+
+// claimOf returns the claim of cs that op i of its multi belongs to (the
+// claims' ops come first, in order), or -1.
+func claimAt(cs []*claimOf, i int) int {
+	for k, c := range cs {
+		n := 2
+		if c.held != "" {
+			n = 3
+		}
+		if i < n {
+			return k
+		}
+		i -= n
+	}
+	return -1
+}
+
+// job makes the Job of a claim that landed.
+func (q *Queue) job(c *claimOf) *Job {
+	if c.version > 1 {
+		q.s.Telemetry().Redelivered()
+	}
+	_, key, _ := parseItem(c.name)
+	return newJob(q, c.id(), q.itemPath(c.candidate), c.path, key, c.node.Data, c.version)
+}
+
+// ours reports whether the claim at c.path is this one. zk.ErrNoNode: there
+// is none.
+func (c *claimOf) ours(s *session.Session) (bool, error) {
+	data, st, err := s.Conn().Get(c.path)
+	if err != nil {
+		return false, err
+	}
+	return st.EphemeralOwner == s.ID() && bytes.Equal(data, c.token), nil
 }
 
 // opResult is the outcome of a multi: the failed op's index and its error.
@@ -184,46 +151,98 @@ type opResult struct {
 	err error
 }
 
-// claimOf is a claim a Take sent: where, its token, and the item's data
-// version it set (the delivery it counts).
-type claimOf struct {
-	path    string
-	token   []byte
-	item    string
-	version int32
+// sendClaims sends ops, a multi that starts with the claims cs, and settles
+// its outcome whatever becomes of ctx. A multi whose connection dropped may
+// have landed: once the client has reconnected, the first claim, looked for
+// by its token, says whether it did. If ctx ends first, the claims, if they
+// landed, are deleted, so that their items are delivered again.
+func (q *Queue) sendClaims(ctx context.Context, ops []any, cs []*claimOf) ([]*Job, opResult, error) {
+	if ctx.Err() != nil {
+		return nil, opResult{}, context.Cause(ctx) // nothing sent
+	}
+	type outcome struct {
+		r      opResult
+		landed bool
+		err    error
+	}
+	var (
+		mu     sync.Mutex
+		gaveUp bool
+		res    = make(chan outcome, 1)
+	)
+	settle := func(o outcome) { // the caller gave up: delete the claims if they landed
+		if o.landed || o.err != nil {
+			for _, c := range cs {
+				q.s.Cleanup("abandoned claim "+c.path, q.deleteOwnClaim(c))
+			}
+		}
+	}
+	go func() {
+		var o outcome
+		o.r.i, o.r.err = znode.MultiErr(q.s.Conn().Multi(ops...))
+		o.landed = o.r.err == nil
+		if o.r.i < 0 && session.IsConnErr(o.r.err) {
+			ours, err := znode.Retry(context.Background(), q.s, func() (bool, error) { return cs[0].ours(q.s) })
+			switch {
+			case err == nil || errors.Is(err, zk.ErrNoNode):
+				o.landed = ours
+				if !ours {
+					o.r = opResult{0, zk.ErrNodeExists} // not landed: the claim is someone else's, or none
+				}
+			default:
+				o.err = err // the session is over
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if gaveUp {
+			settle(o)
+			return
+		}
+		res <- o
+	}()
+	select {
+	case o := <-res:
+		if !o.landed {
+			return nil, o.r, o.err
+		}
+		js := make([]*Job, len(cs))
+		for i, c := range cs {
+			js[i] = q.job(c)
+		}
+		return js, opResult{-1, nil}, nil
+	case <-ctx.Done():
+		mu.Lock()
+		gaveUp = true
+		mu.Unlock()
+		select {
+		case o := <-res:
+			settle(o)
+		default:
+		}
+		return nil, opResult{}, context.Cause(ctx)
+	}
 }
 
-// ours reports whether the claim at c.path is this one: made by this Take,
-// not by another Take on the same session. zk.ErrNoNode: there is none.
-func (c claimOf) ours(s *session.Session) (bool, error) {
-	data, st, err := s.Conn().Get(c.path)
-	if err != nil {
-		return false, err
+// claimFailed deals with a claim's multi that failed at op r.i: a missing
+// claims directory is made (and the caller tries again); a refusal that
+// says an item or a node in line moved on is no error (the caller looks
+// again); anything else is.
+func (q *Queue) claimFailed(ctx context.Context, r opResult) error {
+	switch {
+	case errors.Is(r.err, zk.ErrNoNode) && r.i == 0:
+		return znode.EnsureDir(ctx, q.s, q.claims, q.acl)
+	case errors.Is(r.err, zk.ErrNodeExists), errors.Is(r.err, zk.ErrNoNode), errors.Is(r.err, zk.ErrBadVersion):
+		return nil
 	}
-	return st.EphemeralOwner == s.ID() && bytes.Equal(data, c.token), nil
-}
-
-// settleClaim is the clean-up of a claim abandoned mid-flight: it waits for
-// the claim's outcome, then deletes the claim if it landed or may have.
-func (q *Queue) settleClaim(c claimOf, res <-chan opResult) func() error {
-	var r *opResult
-	return func() error {
-		if r == nil {
-			got := <-res
-			r = &got
-		}
-		if r.i >= 0 || (r.err != nil && !session.IsConnErr(r.err)) {
-			return nil // refused: nothing was made
-		}
-		return q.deleteOwnClaim(c)()
-	}
+	return r.err
 }
 
 // deleteOwnClaim is a clean-up step: delete the claim c if it is there and
-// this Take's. The delete is fenced by the item's version, which only this
+// ours. The delete is fenced by the item's version, which only this
 // delivery set: a claim of a later delivery is never deleted by it. A
 // failed look is a failure (retried on connection errors), not a success.
-func (q *Queue) deleteOwnClaim(c claimOf) func() error {
+func (q *Queue) deleteOwnClaim(c *claimOf) func() error {
 	return func() error {
 		ours, err := c.ours(q.s)
 		switch {
@@ -235,11 +254,69 @@ func (q *Queue) deleteOwnClaim(c claimOf) func() error {
 			return nil
 		}
 		_, err = znode.MultiErr(q.s.Conn().Multi(
-			&zk.CheckVersionRequest{Path: c.item, Version: c.version},
+			&zk.CheckVersionRequest{Path: q.itemPath(c.candidate), Version: c.version},
 			&zk.DeleteRequest{Path: c.path, Version: -1}))
 		if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
 			return nil // settled meanwhile
 		}
 		return err
 	}
+}
+
+// claimOffer claims the items offered to us: in one multi, the claims and
+// the delete of our node, checked against the offer's version (an offer
+// passed over cannot be claimed). An item whose claim fails (another
+// consumer took it: TryTake) is left out and the rest claimed again. It
+// returns no job when the offer is void (we were passed over, or no item of
+// it can be ours): then we join the line again.
+func (w *waiter) claimOffer(ctx context.Context) ([]*Job, error) {
+	q := w.q
+	its := w.offer
+	var unread []candidate
+	for _, it := range its {
+		if it.node.Data == nil {
+			unread = append(unread, it.candidate)
+		}
+	}
+	if len(unread) > 0 {
+		read, err := q.readItems(ctx, unread)
+		if err != nil {
+			return nil, err
+		}
+		its = slices.DeleteFunc(its, func(it item) bool { return it.node.Data == nil })
+		for _, it := range read {
+			for _, o := range w.offer {
+				if o.id() == it.id() && o.node.Stat.Version == it.node.Stat.Version {
+					its = append(its, it) // as offered: not claimed since
+				}
+			}
+		}
+		slices.SortFunc(its, func(a, b item) int { return compareIDs(a.candidate, b.candidate) })
+	}
+	for tries := 0; len(its) > 0 && tries < maxDirTries; tries++ {
+		cs := q.newClaims(its)
+		ops := append(q.claimOps(cs), &zk.DeleteRequest{Path: w.path, Version: w.version})
+		js, r, err := q.sendClaims(ctx, ops, cs)
+		k := claimAt(cs, r.i)
+		switch {
+		case js != nil || err != nil:
+			return js, err
+		case r.i == len(ops)-1 && errors.Is(r.err, zk.ErrNoNode):
+			return nil, fmt.Errorf("%w: %s vanished", errLineLost, w.path)
+		case r.i == len(ops)-1:
+			return nil, w.rejoin(ctx) // passed over
+		case r.i == 0 && errors.Is(r.err, zk.ErrNoNode):
+			if err := znode.EnsureDir(ctx, q.s, q.claims, q.acl); err != nil {
+				return nil, err
+			}
+		case k >= 0:
+			if err := q.claimFailed(ctx, r); err != nil {
+				return nil, err
+			}
+			its = slices.Delete(its, k, k+1) // someone else's now
+		default:
+			return nil, fmt.Errorf("claim: %w", r.err)
+		}
+	}
+	return nil, w.rejoin(ctx) // nothing of it left for us
 }

@@ -124,7 +124,7 @@ func (q *Queue) Requeue(ctx context.Context, id string) (newID string, err error
 	if err != nil {
 		return "", err
 	}
-	ids, err := q.put(ctx, [][]byte{d.Data}, "", false, &zk.DeleteRequest{Path: p, Version: n.Stat.Version})
+	ids, err := q.put(ctx, []putItem{{data: d.Data}}, false, &zk.DeleteRequest{Path: p, Version: n.Stat.Version})
 	switch {
 	case errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion):
 		return "", fmt.Errorf("fairqueue: requeue: %w: %s (requeued by another client?)", ErrNoDeadLetter, id)

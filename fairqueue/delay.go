@@ -59,8 +59,8 @@ func (q *Queue) putDelayed(ctx context.Context, data []byte, key string, due tim
 }
 
 // promote moves the delayed entries that are due to the end of the queue,
-// oldest first, and returns when the next one is due (zero if none).
-func (q *Queue) promote(ctx context.Context, names []string) (time.Time, error) {
+// oldest first.
+func (q *Queue) promote(ctx context.Context, names []string) error {
 	slices.Sort(names) // by due time
 	now := time.Now()
 	for _, name := range names {
@@ -69,7 +69,7 @@ func (q *Queue) promote(ctx context.Context, names []string) (time.Time, error) 
 			continue
 		}
 		if due.After(now) {
-			return due, nil
+			return nil
 		}
 		p := q.delayed + "/" + name
 		n, err := znode.Get(ctx, q.s, p)
@@ -77,17 +77,17 @@ func (q *Queue) promote(ctx context.Context, names []string) (time.Time, error) 
 			continue // moved by someone else
 		}
 		if err != nil {
-			return time.Time{}, err
+			return err
 		}
-		_, err = q.put(ctx, [][]byte{n.Data}, key, key != "", &zk.DeleteRequest{Path: p, Version: -1})
+		_, err = q.put(ctx, []putItem{{n.Data, key}}, key != "", &zk.DeleteRequest{Path: p, Version: -1})
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNoNode):
 			// Moved, by us or by someone else first.
 		case errors.Is(err, ErrOutcomeUnknown):
 			// Settled once the client reconnects: the next look sees.
 		default:
-			return time.Time{}, fmt.Errorf("move delayed %s: %w", name, err)
+			return fmt.Errorf("move delayed %s: %w", name, err)
 		}
 	}
-	return time.Time{}, nil
+	return nil
 }

@@ -12,7 +12,10 @@
 //	held/0000000042-0000000007-<ms>       the item is held back until then (NackAfter)
 //	delayed/d-<ms>-<key>-0000000001       an item put WithDelay, until it is due
 //	keys/<key>                            the bucket of the item put with that key
-//	line/_zkr_<guid>-take-0000000003      EPHEMERAL|SEQUENCE: a waiting consumer
+//	line/_zkr_<guid>[.<n>]-take-0000000003 EPHEMERAL|SEQUENCE: a consumer waiting
+//	                                      for n items (one when there is no n); its
+//	                                      data, once written, an offer of items
+//	line (the directory's data)           the offers standing
 //	dead/0000000042-0000000007            an item that was delivered too often
 //
 // The queue's path and the directories under it are container nodes: the
@@ -30,64 +33,70 @@
 // bucket together with its first item, in one multi that also moves the
 // high mark up, conditional on the mark's version: bucket numbers only
 // grow, however stale a producer's idea of them. So every item of a bucket
-// was created before the next bucket existed, and a consumer that takes the
-// lowest unclaimed id never sees ids go backwards except when an item comes
-// back (Nack, a lost claim). Only the buckets' directory and the oldest
-// buckets are ever listed; a drained bucket is deleted.
+// was created before the next bucket existed. Only the buckets' directory
+// and the oldest buckets are ever listed; a drained bucket is deleted.
 //
-// # Taking
+// # Taking: one consumer chooses
 //
-// A consumer looks at the queue (the claims, the line's size and the oldest
-// bucket, in one round trip) and claims the oldest item not claimed yet,
-// never another: so a consumer is never handed a lower id than it had
-// before, except an item that came back. When items wait for consumers,
-// every consumer takes at once, each the oldest it sees; two that race for
-// one item settle it with the claim's multi, and the loser goes on to the
-// next item that look showed (the first few are read in one round trip),
-// with no other look. A consumer that froze or died holds no one up. Many
-// consumers racing for the same oldest items is the cost of the order: a
-// crowd of them loses most races, each a write (see the README's figures).
+// Consumers stand in a line, in the order they called Take (Work stands
+// there as one consumer that wants as many items as it has handlers free),
+// and only the consumer at the head of the line chooses items. It looks at
+// the queue (the offers standing, the claims, the held and delayed items and
+// the oldest bucket, in one round trip), reads the oldest free items, and in
+// one multi claims the first ones for itself and hands the next ones to the
+// consumers waiting behind it, in line order, as many as each wants: it
+// writes an offer (the items, and their payloads when small) into each one's
+// node, checked to be still waiting. The consumer sees its node change
+// (its watch), reads it, and claims the items with its own session, so that
+// the claims are ephemeral to the consumer that does the work; a claim that
+// lands after the offer was passed over fails, checked against the node's
+// version. No one else chooses an item, so no claim loses a race. The head
+// leaves the line with its multi, and the first consumer behind the ones it
+// served is the head next.
 //
-// While items wait for consumers, a look that finds a backlog (enough items
-// free, no consumer in line) leaves its free items with the Queue, and the
-// Takes of the next 100 ms use them instead of looking: each reads the
-// oldest few in one round trip and claims the oldest never delivered (data
-// version 0), passing over only items gone or delivered before. That halves
-// what a Take costs when a backlog waits. Items that come back (a lost
-// claim, a hold that ends) are found by the next look, so while a backlog
-// lasts a consumer may be handed newer items first for up to that moment;
-// a Nack clears its own Queue's backlog, so the item given back is that
-// Queue's next.
+// So the oldest item goes to the consumer that has waited longest, and no
+// consumer (a loop of one Queue's Takes, or one of Work's handlers) is ever
+// handed a lower id than it had before, except an item that came back: a
+// Nack, a lost claim, an ended hold, or an offer passed over.
 //
-// Fairness is for scarcity. A consumer that finds nothing stands in the
-// consumers' line, on the same engine as zklock's recipes: the first two in
-// line look at the items, the others each watch one or two nodes ahead, so
-// a put wakes two consumers, not all of them. Consumers in line, and those
-// that arrive while items are fewer than consumers waiting, leave each item
-// to those ahead of them for a grace of a few round trips, then take it
-// themselves: a frozen consumer at the head of the line delays the others
-// by that grace, not by a session timeout.
+// The offers standing (made, and their items not claimed yet) are recorded
+// in the line directory's data, which every hand-out writes back,
+// conditional on the version it read: two hand-outs never overlap, and the
+// next head learns which items are spoken for in one read.
+//
+// A head that froze or died (its session lingering) holds no one up for
+// long: the consumer second in line, after a grace of a few hand-outs' time
+// with items free and nothing handed out, passes the head over (writes its
+// node, checked to be still waiting) and hands out itself. An offer left
+// unclaimed for the grace (its consumer frozen) is passed over by the next
+// hand-out, which gives its items to others; TryTake takes such an item too.
+// A consumer passed over joins the line again at its end.
 //
 // # At least once
 //
-// Take claims an item with an EPHEMERAL claim node and a version-checked
-// setData on the item in one multi; the item's data version is the number of
-// claims (Job.Attempt: the deliveries, and a claim that landed for a Take
-// that gave up before it returned). Ack deletes item and claim in one multi; Nack
+// A claim is an EPHEMERAL claim node and a version-checked setData on the
+// item, in one multi; the item's data version is the number of claims
+// (Job.Attempt: the deliveries, and a claim that landed for a Take that gave
+// up before it returned). Ack deletes item and claim in one multi; Nack
 // deletes only the claim, so the item is back at its place in line. A
 // consumer whose session ends loses its claims, and its items are delivered
 // again. Items delivered WithMaxAttempts times move to dead/ (see
 // DeadLetters and Requeue). NackAfter gives an item back but holds it until
 // a back-off has passed.
 //
-// # Retries, batches, delays
+// # Work, batches, retries, delays
 //
-// PutMany puts a batch in one multi: all or nothing. A Put WithKey creates
-// keys/<key> in its multi, so a retry after ErrOutcomeUnknown finds the item
-// instead of making a second one; the key goes with the item's Ack. A Put
-// WithDelay waits in delayed/ and gets its place in line, and its id, when
-// it comes due: the first consumer to look then moves it to the end of the
-// queue.
+// Work runs handlers on the jobs: nil acks, an error or a panic gives the
+// job back with a back-off. Concurrent Puts and Acks of one Queue share
+// multis (group commit): a request that arrives while one is out goes with
+// the next, so a caller waits at most one round trip more, and one that
+// fails alone (a key taken, a claim lost) fails alone. Work joins the line
+// in the multi of the acks sent with it. PutMany puts a batch in one multi:
+// all or nothing. A Put WithKey creates keys/<key> in its multi, so a retry
+// after ErrOutcomeUnknown finds the item instead of making a second one;
+// the key goes with the item's Ack. A Put WithDelay waits in delayed/ and
+// gets its place in line, and its id, when it comes due: the head of the
+// line moves it to the end of the queue.
 //
 // # Limits
 //
@@ -99,5 +108,6 @@
 // while the queue holds anything: only once it is entirely empty (no item,
 // claim, waiting consumer or dead letter) does the server reap the queue's
 // directory, and with it the high mark, and numbering may start again
-// from 0.
+// from 0. All consumers of a queue must run this version: the line's
+// protocol (offers) is not the one of earlier versions.
 package fairqueue

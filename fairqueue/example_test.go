@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/fairqueue"
@@ -87,4 +90,50 @@ func send(to string) error {
 		return fmt.Errorf("no such domain: %s", to[strings.Index(to, "@")+1:])
 	}
 	return nil
+}
+
+// Work runs a handler on each job, several at once: nil acks the job, an
+// error gives it back, to be delivered again after a back-off. Here a
+// resize fails once for one picture, and succeeds on its second delivery.
+func ExampleQueue_Work() {
+	ctx := context.Background()
+	s, err := zkrecipes.Connect(ctx, servers())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	q, err := fairqueue.New(s, "/examples/jobs/resize")
+	if err != nil {
+		log.Fatal(err)
+	}
+	pictures := [][]byte{[]byte("cat.png"), []byte("dog.png"), []byte("owl.png")}
+	if _, err := q.PutMany(ctx, pictures); err != nil {
+		log.Fatal(err)
+	}
+
+	wctx, stop := context.WithCancel(ctx)
+	var mu sync.Mutex
+	var done []string
+	err = q.Work(wctx, func(ctx context.Context, j *fairqueue.Job) error {
+		if string(j.Data()) == "dog.png" && j.Attempt() == 1 {
+			return errors.New("out of memory") // given back, for another try
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		done = append(done, fmt.Sprintf("%s (attempt %d)", j.Data(), j.Attempt()))
+		if len(done) == len(pictures) {
+			stop() // Work returns once the handlers have
+		}
+		return nil
+	}, fairqueue.WithHandlers(2), fairqueue.WithBackoff(10*time.Millisecond, time.Second))
+	fmt.Println("work:", err)
+	slices.Sort(done)
+	for _, d := range done {
+		fmt.Println("resized", d)
+	}
+	// Output:
+	// work: context canceled
+	// resized cat.png (attempt 1)
+	// resized dog.png (attempt 2)
+	// resized owl.png (attempt 1)
 }

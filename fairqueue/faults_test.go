@@ -226,52 +226,116 @@ func takeCase(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
 	requireHit(t, hit, "Take", f)
 }
 
-// backlogCase takes under the fault with items waiting, from the backlog
-// that the Take before it left: Take must get the oldest, b1 (with a ctx
-// fault it may give up, and the items stay deliverable), however the fault
-// cut its claim (a claim that did not land is sent again: going on to the
-// next item would leave b1 behind a newer one). Then the rest drain in
-// order, nothing lost, nothing twice.
-func backlogCase(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
-	q := fq(t, e.s, e.p, fairqueue.WithBacklogTTL(time.Minute))
-	o := fq(t, e.other, e.p)
-	var want []string
-	for i := range fairqueue.BacklogMin + 2 {
-		_, err := o.Put(ctx, fmt.Appendf(nil, "b%d", i))
-		require.NoError(t, err)
-		want = append(want, fmt.Sprintf("b%d", i))
-	}
-	j, err := q.Take(ctx) // the look that leaves the backlog
-	require.NoError(t, err)
-	require.Equal(t, want[0], string(j.Data()))
-	require.NoError(t, j.Ack(ctx))
-	want = want[1:]
-
-	fctx, cancel := f.arm(e, ctx)
+// lineCase is two Takes in line, one on each session, and two items put:
+// the head hands one to itself and one to the consumer behind it. With
+// faultedHead, the faulted session's Take is the head; else it waits
+// behind the head. The fault is set once both stand in line; a ctx fault
+// ends the faulted Take's ctx that long after the items are put. Every
+// item is delivered once, to a Take or later.
+func lineCase(t *testing.T, ctx context.Context, e queueEnv, f *fault, faultedHead bool) {
+	warm(t, ctx, e)
+	mine, theirs := fq(t, e.s, e.p), fq(t, e.other, e.p)
+	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	j, err = q.Take(fctx)
-	hit := f.done(e, 200*time.Millisecond)
-	if err != nil && f.byCtx() {
-		require.True(t, isCtxErr(err), "Take with a %v: %v", f, err)
-		// Each item once, whatever the abandoned Take left to clean up.
-		var got []string
-		for range want {
-			j := takeWithin(t, o, e.other, e.p, "an item, after a Take with a "+f.String())
-			got = append(got, string(j.Data()))
-			require.NoError(t, j.Ack(ctx))
-		}
-		require.ElementsMatch(t, want, got)
-	} else {
-		require.NoError(t, err, "Take with a %v", f)
-		requireKept(t, j, "taken with a "+f.String())
-		require.Equal(t, want[0], string(j.Data()), "the oldest item, with a %v", f)
-		settle(t, ctx, "Ack", j.Ack(ctx), j.Ack)
-		require.Equal(t, want[1:], drainAll(t, ctx, e), "the rest, in order")
+	qs, ctxs := []*fairqueue.Queue{theirs, mine}, []context.Context{ctx, tctx}
+	if faultedHead {
+		qs, ctxs = []*fairqueue.Queue{mine, theirs}, []context.Context{tctx, ctx}
 	}
-	require.Empty(t, drainAll(t, ctx, e), "an item came back")
+	got := make([]chan taken, 2)
+	for i, q := range qs {
+		got[i] = make(chan taken, 1)
+		go func() {
+			j, err := q.Take(ctxs[i])
+			got[i] <- taken{j, err}
+		}()
+		require.Eventually(t, func() bool { return len(names(t, e.other, e.p+"/line")) == i+1 }, liveWait, time.Millisecond)
+	}
+	if f.byCtx() {
+		f.base = e.d.Fired()
+	} else {
+		f.arm(e, ctx)
+	}
+	ids, err := theirs.PutMany(ctx, [][]byte{[]byte("a"), []byte("b")})
+	require.NoError(t, err)
+	if f.byCtx() {
+		time.Sleep(f.end)
+		cancel()
+	}
+	hit := f.done(e, time.Second)
+	acked := map[string]int{}
+	for i, c := range got {
+		r := <-c
+		if r.err != nil {
+			require.True(t, f.byCtx() && isCtxErr(r.err), "Take %d with a %v: %v", i, f, r.err)
+			continue
+		}
+		requireKept(t, r.j, "taken with a "+f.String())
+		settle(t, ctx, "Ack", r.j.Ack(ctx), r.j.Ack)
+		acked[r.j.ID()]++
+	}
+	if !f.byCtx() {
+		require.Equal(t, map[string]int{ids[0]: 1, ids[1]: 1}, acked, "the items, one to each Take, with a %v", f)
+	}
+	for len(acked) < 2 {
+		j := takeWithin(t, theirs, e.other, e.p, "an item left by a Take that gave up")
+		require.NoError(t, j.Ack(ctx))
+		acked[j.ID()]++
+	}
+	require.Equal(t, map[string]int{ids[0]: 1, ids[1]: 1}, acked, "each item once, with a %v", f)
+	require.Empty(t, drainAll(t, ctx, e), "an acked item came back")
 	requireClean(t, e, f.String())
 	usable(t, ctx, e, f.String())
 	requireHit(t, hit, "Take", f)
+}
+
+// workCase runs Work with one handler on the faulted session: it does a
+// job, and its ack puts it back in line in the same multi, under the fault
+// (set as the handler runs); then a second job, put later, is done too. A ctx fault ends
+// Work's ctx that long after the first job's handler returns. Each job is
+// done once, and nothing of Work's stays in line.
+func workCase(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
+	warm(t, ctx, e)
+	q := fq(t, e.s, e.p)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan string, 2)
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- q.Work(wctx, func(_ context.Context, j *fairqueue.Job) error {
+			if string(j.Data()) == "first" && !f.byCtx() {
+				f.arm(e, ctx) // for the ack that follows, and the join with it
+			}
+			done <- string(j.Data())
+			return nil
+		})
+	}()
+	_, err := fq(t, e.other, e.p).Put(ctx, []byte("first"))
+	require.NoError(t, err)
+	require.Equal(t, "first", <-done)
+	if f.byCtx() {
+		time.Sleep(f.end)
+		cancel()
+		require.ErrorIs(t, <-stopped, context.Canceled)
+		requireClean(t, e, f.String())
+		require.Empty(t, drainAll(t, ctx, e), "the job done came back")
+		usable(t, ctx, e, f.String())
+		return
+	}
+	hit := f.done(e, time.Second)
+	_, err = fq(t, e.other, e.p).Put(ctx, []byte("second"))
+	require.NoError(t, err)
+	select {
+	case d := <-done:
+		require.Equal(t, "second", d)
+	case <-time.After(liveWait):
+		t.Fatalf("Work did not do the second job after a %v (line/ %v)", f, names(t, e.other, e.p+"/line"))
+	}
+	cancel()
+	require.ErrorIs(t, <-stopped, context.Canceled)
+	requireClean(t, e, f.String())
+	require.Empty(t, drainAll(t, ctx, e), "a job done came back")
+	usable(t, ctx, e, f.String())
+	requireHit(t, hit, "Work", f)
 }
 
 // warm uses the queue once (line/ and claims/ exist from then on).
@@ -313,11 +377,14 @@ var queueScenarios = []queueScenario{
 	{
 		// The first Take on a queue, with an item pending: it makes line/
 		// and claims/ (createContainer), joins the line (create, with a
-		// getChildren2 of line/), lists claims/, items/ and the bucket
-		// (getChildren2), reads the item (getData) and claims it with a
-		// multi; the Job's owner then reads the claim (getData).
+		// getChildren2 of line/), finds no one ahead: the head. It reads
+		// the offers standing (getData of line/), lists claims/, items/
+		// and the bucket (getChildren2), reads the item (getData) and hands
+		// it to itself with a multi: its claim, the offers standing
+		// written back (setData), its node deleted (delete).
 		name: "take-first",
-		ops:  []int32{zktest.OpCreateContainer, zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData, zktest.OpMulti},
+		ops: []int32{zktest.OpCreateContainer, zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData, zktest.OpMulti,
+			zktest.OpSetData, zktest.OpDelete},
 		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
 			_, err := fq(t, e.other, e.p).Put(ctx, []byte("x"))
 			require.NoError(t, err)
@@ -328,7 +395,7 @@ var queueScenarios = []queueScenario{
 		// Take with an item pending, on a queue used before: as take-first,
 		// the directories there already.
 		name: "take",
-		ops:  []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData, zktest.OpMulti},
+		ops:  []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData, zktest.OpMulti, zktest.OpSetData, zktest.OpDelete},
 		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
 			warm(t, ctx, e)
 			_, err := fq(t, e.other, e.p).Put(ctx, []byte("x"))
@@ -337,21 +404,12 @@ var queueScenarios = []queueScenario{
 		},
 	},
 	{
-		// A Take served from the backlog its look left (items waiting, no
-		// consumer in line): it reads the oldest items (getData) and claims
-		// the oldest never delivered with a multi; no listing.
-		name: "take-backlog",
-		ops:  []int32{zktest.OpGetData, zktest.OpMulti},
-		run:  backlogCase,
-	},
-	{
 		// Take waits on an empty queue used before; the fault hits while
-		// it sets up its wait (create, and the listings that leave watches:
-		// getChildren2); then an item is put. Setting up its wait, it
-		// reads no node (no getData): it reads the item, and its Job the
-		// claim, only once the item is put, as in "take".
+		// it sets up its wait (create, the offers standing: getData, and
+		// the listings that leave watches: getChildren2); then an item is
+		// put.
 		name: "take-wait",
-		ops:  []int32{zktest.OpCreate, zktest.OpGetChildren2},
+		ops:  []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData},
 		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
 			warm(t, ctx, e)
 			q := fq(t, e.s, e.p)
@@ -391,6 +449,35 @@ var queueScenarios = []queueScenario{
 			usable(t, ctx, e, f.String())
 			requireHit(t, hit, "Take", f)
 		},
+	},
+	{
+		// A Take waiting behind the head of the line (a consumer on the
+		// other session) is handed an item: it reads its node (getData)
+		// and claims the item with a multi (create, setData) that deletes
+		// its node (delete).
+		name: "take-offered",
+		ops:  []int32{zktest.OpGetData, zktest.OpMulti, zktest.OpCreate, zktest.OpSetData, zktest.OpDelete},
+		run:  func(t *testing.T, ctx context.Context, e queueEnv, f *fault) { lineCase(t, ctx, e, f, false) },
+	},
+	{
+		// A Take at the head of the line, with a consumer on the other
+		// session waiting behind it, hands out two items: it reads the
+		// offers standing (getData) and lists the queue (getChildren2),
+		// reads the items (getData), and sends one multi: its claim
+		// (create, setData), the offer to the other (create and delete of
+		// its claim, setData of its node), the offers standing (setData),
+		// its node's delete (delete).
+		name: "take-hands-out",
+		ops:  []int32{zktest.OpGetChildren2, zktest.OpGetData, zktest.OpMulti, zktest.OpCreate, zktest.OpSetData, zktest.OpDelete},
+		run:  func(t *testing.T, ctx context.Context, e queueEnv, f *fault) { lineCase(t, ctx, e, f, true) },
+	},
+	{
+		// Work, with one handler, does a job and acks it, and stands in
+		// line again in the same multi (delete of the item and the claim,
+		// create of its node); then it does a second job, from that node.
+		name: "work",
+		ops:  []int32{zktest.OpMulti, zktest.OpDelete, zktest.OpCreate},
+		run:  workCase,
 	},
 	{
 		// Ack: one multi that deletes the item and the claim.
@@ -514,23 +601,23 @@ func TestFaultCtxFairqueue(t *testing.T) {
 	})
 }
 
-// A Take whose claim of the oldest item loses the race goes on to the next
-// item its look showed, with the read it made before: that second claim is
-// a request of its own, tested here under both faults. The lost race is
-// made, not hoped for: the Dropper holds our claim of the first item back
-// while another consumer takes that item.
-func TestFaultLostRaceFairqueue(t *testing.T) {
+// The ctx of a Take ends while the request that claims its items is in
+// flight (held back by the Dropper until then), or before it is sent (the
+// read of its node held): as the consumer behind the head claiming its
+// offer, and as the head handing out. A claim that lands after its Take
+// gave up is deleted, and its item delivered again (the delivery counted;
+// a claim held past the Take's leaving the line fails instead); one never
+// sent counts none. Every item is delivered once in the end.
+func TestFaultClaimCtxInLine(t *testing.T) {
 	cases := []struct {
-		name string
-		mode zktest.Mode // a drop on the second claim; 0: ctx ends
-		// For a ctx case: whether it ends while the second claim is held
-		// (in flight), or while the first is (the second never sent).
-		second bool
+		name   string
+		head   bool  // the faulted Take is the head
+		held   int32 // the request held back while its ctx ends
+		claims bool  // the held request is the claim (it lands after)
 	}{
-		{"AfterWrite on the second claim", zktest.AfterWrite, true},
-		{"LoseReply on the second claim", zktest.LoseReply, true},
-		{"ctx ending during the second claim", 0, true},
-		{"ctx ending before the second claim", 0, false},
+		{"offer claim in flight", false, zktest.OpMulti, true},
+		{"before the offer claim", false, zktest.OpGetData, false},
+		{"hand-out in flight", true, zktest.OpMulti, true},
 	}
 	srv := setup(t)
 	d := &zktest.Dropper{}
@@ -541,76 +628,65 @@ func TestFaultLostRaceFairqueue(t *testing.T) {
 			t.Cleanup(func() { d.Disarm() })
 			e := queueEnv{d: d, s: s, other: other, p: queuePath(t, srv.Addrs())}
 			ctx := bg(t, 60*time.Second)
-			warm(t, ctx, e) // claims/ exists: the claims are one multi each
-			qo := fq(t, other, e.p)
-			id1, err := qo.Put(ctx, []byte("1"))
-			require.NoError(t, err)
-			id2, err := qo.Put(ctx, []byte("2"))
-			require.NoError(t, err)
-
-			never := zktest.Match{Op: zktest.OpMulti, Path: "/no such path"}
-			const hold = 300 * time.Millisecond
-			d.HoldFor(zktest.Match{Op: zktest.OpMulti, Path: e.p + "/claims/" + id1}, never, hold)
-			second := zktest.Match{Op: zktest.OpMulti, Path: e.p + "/claims/" + id2}
-			if tc.mode != 0 {
-				d.Arm(second, tc.mode)
-			} else if tc.second {
-				d.HoldFor(second, never, hold)
-			}
-			armed, base := d.Armed(), d.Fired()
+			warm(t, ctx, e)
+			mine, theirs := fq(t, s, e.p), fq(t, other, e.p)
 			tctx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			type taken struct {
-				j   *fairqueue.Job
-				err error
+			qs, ctxs := []*fairqueue.Queue{theirs, mine}, []context.Context{ctx, tctx}
+			if tc.head {
+				qs, ctxs = []*fairqueue.Queue{mine, theirs}, []context.Context{tctx, ctx}
 			}
-			res := make(chan taken, 1)
-			go func() {
-				j, err := fq(t, s, e.p).Take(tctx)
-				res <- taken{j, err}
-			}()
-
-			// Our claim of the first item is held: another consumer takes it.
-			require.Eventually(t, func() bool { return d.Armed() < armed }, 10*time.Second, time.Millisecond)
-			if tc.mode == 0 && !tc.second {
-				cancel()
+			got := make([]chan taken, 2)
+			for i, q := range qs {
+				got[i] = make(chan taken, 1)
+				go func() {
+					j, err := q.Take(ctxs[i])
+					got[i] <- taken{j, err}
+				}()
+				require.Eventually(t, func() bool { return len(names(t, other, e.p+"/line")) == i+1 }, liveWait, time.Millisecond)
 			}
-			j1, err := qo.TryTake(ctx)
+			never := zktest.Match{Op: zktest.OpMulti, Path: "/no such path"}
+			d.HoldFor(zktest.Match{Op: tc.held, Path: e.p}, never, 300*time.Millisecond)
+			ids, err := theirs.PutMany(ctx, [][]byte{[]byte("a"), []byte("b")})
 			require.NoError(t, err)
-			require.Equal(t, id1, j1.ID())
-			require.NoError(t, j1.Ack(ctx))
-			if tc.mode == 0 && tc.second {
-				// Our claim of the second item is in flight: the ctx ends.
-				require.Eventually(t, func() bool { return d.Armed() == 0 }, 10*time.Second, time.Millisecond)
-				cancel()
-			}
-
-			r := <-res
-			if tc.mode != 0 {
-				require.NoError(t, r.err, "Take with a %v on its second claim", tc.mode)
-				require.True(t, fired(d, base+1, 5*time.Second), "the %v did not fire", tc.mode)
-				require.Equal(t, id2, r.j.ID())
-				require.Equal(t, 1, r.j.Attempt())
-				requireKept(t, r.j, tc.name)
-				settle(t, ctx, "Ack", r.j.Ack(ctx), r.j.Ack)
-			} else {
-				require.True(t, isCtxErr(r.err), "Take with its ctx ended: %v", r.err)
-				// The item is not held by the consumer that gave up: the
-				// claim that landed after all is deleted, and the item is
-				// delivered again (the claim counted a delivery); a claim
-				// never sent counted none.
-				j2 := takeWithin(t, qo, other, e.p, "the second item, after "+tc.name)
-				require.Equal(t, id2, j2.ID())
-				want := 1
-				if tc.second {
-					want = 2
+			require.Eventually(t, func() bool { return d.Armed() == 0 }, liveWait, time.Millisecond, "the request is held")
+			cancel()
+			attempts := map[string]int{}
+			for _, c := range got {
+				r := <-c
+				if r.err != nil {
+					require.True(t, isCtxErr(r.err), "%v", r.err)
+					continue
 				}
-				require.Equal(t, want, j2.Attempt())
-				require.NoError(t, j2.Ack(ctx))
+				attempts[r.j.ID()] = r.j.Attempt()
+				require.NoError(t, r.j.Ack(ctx))
 			}
-			require.Empty(t, drainAll(t, ctx, e), "an acked item came back")
+			for len(attempts) < 2 {
+				j := takeWithin(t, theirs, other, e.p, "the item of the Take that gave up")
+				attempts[j.ID()] = j.Attempt()
+				require.NoError(t, j.Ack(ctx))
+			}
+			mineID := ids[1]
+			if tc.head {
+				mineID = ids[0]
+			}
+			if tc.claims {
+				require.Contains(t, []int{1, 2}, attempts[mineID], "the faulted Take's item: %v", attempts)
+			} else {
+				require.Equal(t, 1, attempts[mineID], "the faulted Take's item, never claimed: %v", attempts)
+			}
+			require.Equal(t, 1, attempts[other0(ids, mineID)], "the other item")
+			require.Empty(t, drainAll(t, ctx, e))
 			requireClean(t, e, tc.name)
 			usable(t, ctx, e, tc.name)
 		})
 	}
+}
+
+// other0 is the id of ids other than id.
+func other0(ids []string, id string) string {
+	if ids[0] == id {
+		return ids[1]
+	}
+	return ids[0]
 }

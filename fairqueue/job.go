@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/internal/owner"
+	"github.com/zkrecipes/zkrecipes/internal/session"
 	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
@@ -49,7 +53,7 @@ func newJob(q *Queue, id, item, claim, key string, data []byte, version int32) *
 // claimFirstLook is how long after a claim its owner first watches it
 // (owner.Config.FirstLook): the loss of the session is seen at once all the
 // same; only a stranger's delete of the claim is seen this much later.
-const claimFirstLook = 5 * time.Millisecond
+const claimFirstLook = 100 * time.Millisecond
 
 // ID is the item's id, "<bucket>-<sequence>". Ids sort in queue order and
 // stay the same across redeliveries.
@@ -76,12 +80,134 @@ func (j *Job) Done() <-chan struct{} { return j.o.Lost() }
 // wrapping ErrOutcomeUnknown alone (the item is either gone or delivered
 // again; which, only the queue can tell). Ack after Ack returns nil; Ack
 // after Nack or NackAfter, an error wrapping ErrSettled.
+//
+// Concurrent Acks of one Queue share multis (see Put), each failing alone.
 func (j *Job) Ack(ctx context.Context) error {
+	_, err := j.ack(ctx, nil)
+	return err
+}
+
+// ack acks the job; with join, the create of a node of Work's in line goes
+// in the same batch, on the first try only (a try sent again after a lost
+// reply leaves it out), and ack returns its outcome: nil when it was sent
+// on a try whose reply was lost (the caller looks for the node).
+func (j *Job) ack(ctx context.Context, join *ackReq) (*ackResult, error) {
 	ops := []any{&zk.DeleteRequest{Path: j.item, Version: j.version}, &zk.DeleteRequest{Path: j.claim, Version: -1}}
 	if j.key != "" {
 		ops = append(ops, &zk.DeleteRequest{Path: j.q.keys + "/" + j.key, Version: -1})
 	}
-	return j.settle(ctx, "ack", j.q.s.Telemetry().Acked, func(conn *zk.Conn) error { return gone(znode.MultiErr(conn.Multi(ops...))) })
+	var joined *ackResult
+	err := j.settle(ctx, "ack", j.q.s.Telemetry().Acked, func(*zk.Conn) error {
+		reqs := []ackReq{{build: func() []any { return ops }}}
+		if join != nil {
+			reqs, join = append(reqs, *join), nil
+		}
+		rs, _, _ := j.q.acks.run(context.Background(), reqs...)
+		if len(rs) > 1 && !session.IsConnErr(rs[1].err) {
+			joined = &rs[1]
+		}
+		return gone(rs[0].i, rs[0].err)
+	})
+	return joined, err
+}
+
+// ackReq is a request to the acks' group: an Ack's ops, or the create of a
+// node of Work's in line (join), whose ops are made as its batch is.
+type ackReq struct {
+	build func() []any
+	join  bool
+}
+
+// ackResult is the outcome of one request's ops in a shared multi; with a
+// node of Work's joining the line, the line's listing taken right behind
+// the multi, if it holds the node.
+type ackResult struct {
+	res     []zk.MultiResponse
+	listing []string
+	opResult
+}
+
+// takeAcks says how many of the pending Acks go in one multi.
+func takeAcks(pending []ackReq) int { return min(len(pending), 2*maxHandOut) }
+
+// lingerAcks: a batch that puts a node of Work's in line waits a moment for
+// the acks of the handlers that finish with the one that asked for it: the
+// node then wants them too.
+func lingerAcks(pending []ackReq) bool {
+	return slices.ContainsFunc(pending, func(r ackReq) bool { return r.join })
+}
+
+// ackBatch sends the ops of a batch of requests (Acks, and Work's joins,
+// whose ops are made now: see worker.join) in one multi, and again without
+// those of a request that failed alone (an Ack whose claim was lost); a
+// failure of the whole (the connection, the session) is every request's.
+func (q *Queue) ackBatch(batch []ackReq) []ackResult {
+	out := make([]ackResult, len(batch))
+	ops := make([][]any, len(batch))
+	left := make([]int, len(batch))
+	for i, r := range batch {
+		ops[i], left[i] = r.build(), i
+	}
+	for len(left) > 0 {
+		var all []any
+		start := make([]int, len(left))
+		for k, i := range left {
+			start[k] = len(all)
+			all = append(all, ops[i]...)
+		}
+		res, listing, err := q.multiListed(all)
+		failed, err := znode.MultiErr(res, err)
+		if failed < 0 || len(left) == 1 {
+			for k, i := range left {
+				out[i].opResult = opResult{failed, err}
+				if err == nil {
+					out[i].res, out[i].listing = res[start[k]:start[k]+len(ops[i])], listing
+				} else if failed >= 0 {
+					out[i].i -= start[k]
+				}
+			}
+			return out
+		}
+		k := len(start) - 1
+		for start[k] > failed {
+			k--
+		}
+		out[left[k]].opResult = opResult{failed - start[k], err}
+		left = append(left[:k], left[k+1:]...)
+	}
+	return out
+}
+
+// multiListed sends a multi and, when it puts a node in line/, a listing of
+// line/ right behind it: a session's requests are answered in the order
+// sent, so the listing sees the node, and the new waiter needs no round
+// trip of its own to learn who is ahead of it. Which of the two is sent
+// first is likely, not certain: the waiter keeps the listing only if it
+// holds its node.
+func (q *Queue) multiListed(ops []any) ([]zk.MultiResponse, []string, error) {
+	joins := false
+	for _, op := range ops {
+		if c, ok := op.(*zk.CreateRequest); ok && strings.HasPrefix(c.Path, q.line+"/") {
+			joins = true
+		}
+	}
+	if !joins {
+		res, err := q.s.Conn().Multi(ops...)
+		return res, nil, err
+	}
+	type multi struct {
+		res []zk.MultiResponse
+		err error
+	}
+	sent := make(chan multi, 1)
+	go func() {
+		res, err := q.s.Conn().Multi(ops...)
+		sent <- multi{res, err}
+	}()
+	runtime.Gosched() // let the multi be queued first
+	names, _, _ := q.s.Conn().Children(q.line)
+	m := <-sent
+	return m.res, names, m.err
 }
 
 // Nack gives the item back: it stays at its original place in line, ahead
@@ -96,15 +222,11 @@ func (j *Job) Nack(ctx context.Context) error {
 	}
 	// The version check fences: if the claim was lost and the item claimed
 	// again, its version moved on and we must not delete the new claim.
-	err := j.settle(ctx, "nack", j.q.s.Telemetry().Nacked, func(conn *zk.Conn) error {
+	return j.settle(ctx, "nack", j.q.s.Telemetry().Nacked, func(conn *zk.Conn) error {
 		return gone(znode.MultiErr(conn.Multi(
 			&zk.CheckVersionRequest{Path: j.item, Version: j.version},
 			&zk.DeleteRequest{Path: j.claim, Version: -1})))
 	})
-	// The item is back, ahead of the newer items of this Queue's backlog:
-	// the next Take looks.
-	j.q.backlog.clear()
-	return err
 }
 
 // NackAfter gives the item back, as Nack does, but keeps it from every

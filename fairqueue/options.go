@@ -2,7 +2,6 @@ package fairqueue
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes"
@@ -15,7 +14,6 @@ type options struct {
 	maxAttempts int
 	acl         []zk.ACL
 	bucketSize  int
-	backlogTTL  time.Duration
 	errs        []error
 }
 
@@ -60,11 +58,4 @@ func withBucketSize(n int) Option {
 		}
 		o.bucketSize = n
 	}
-}
-
-// withBacklogTTL sets how long the items of a look serve Takes (tests that
-// aim at a Take served from the backlog make it long, so that a slow
-// machine does not turn it into a look).
-func withBacklogTTL(d time.Duration) Option {
-	return func(o *options) { o.backlogTTL = d }
 }

@@ -110,20 +110,105 @@ func (q *Queue) Put(ctx context.Context, data []byte, opts ...PutOption) (string
 	if data == nil {
 		data = []byte{}
 	}
-	var ids []string
+	var id string
 	var err error
 	if o.delay > 0 {
-		var id string
 		id, err = q.putDelayed(ctx, data, o.key, time.Now().Add(o.delay))
-		ids = []string{id}
 	} else {
-		ids, err = q.put(ctx, [][]byte{data}, o.key, false)
+		id, err = q.putOne(ctx, putItem{data, o.key})
 	}
 	if err != nil {
 		return "", fmt.Errorf("fairqueue: put: %w", err)
 	}
+	return id, nil
+}
+
+// putOne puts one item with the Puts that come at the same time, in one
+// multi (see group). An item that fails alone (its key is taken, by an item
+// put before) is put on its own: its Put finds the item with that key.
+func (q *Queue) putOne(ctx context.Context, it putItem) (string, error) {
+	rs, sent, err := q.puts.run(ctx, it)
+	var r putResult
+	if err == nil {
+		r = rs[0]
+	}
+	switch {
+	case err != nil && sent:
+		return "", fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	case err != nil:
+		return "", err // nothing sent
+	case r.err == nil:
+		return r.id, nil
+	case !errors.As(r.err, new(keyTaken)):
+		return "", r.err
+	}
+	ids, err := q.put(ctx, []putItem{it}, false)
+	if err != nil {
+		return "", err
+	}
 	return ids[0], nil
 }
+
+// putItem is an item to put, with its producer's key ("" for none).
+type putItem struct {
+	data []byte
+	key  string
+}
+
+type putResult struct {
+	id  string
+	err error
+}
+
+// takePuts says how many of the pending Puts fit in one multi.
+func takePuts(pending []putItem) int {
+	size := 0
+	for i, it := range pending {
+		size += len(it.data) + 2*len(it.key) + 200 // the data, the key's node, and the ops' paths and headers
+		if i > 0 && (size > zkrecipes.MaxDataSize || i == MaxBatch) {
+			return i
+		}
+	}
+	return len(pending)
+}
+
+// putBatch puts a batch of Puts in one multi, and again without an item
+// that failed alone, which fails alone; a failure of the whole (the
+// connection, the session) is every item's.
+func (q *Queue) putBatch(batch []putItem) []putResult {
+	out := make([]putResult, len(batch))
+	left := make([]int, len(batch)) // the items not settled yet
+	for i := range left {
+		left[i] = i
+	}
+	for len(left) > 0 {
+		items := make([]putItem, len(left))
+		for j, i := range left {
+			items[j] = batch[i]
+		}
+		ids, err := q.put(context.Background(), items, false)
+		var kt keyTaken
+		if errors.As(err, &kt) {
+			out[left[kt.i]].err = err
+			left = append(left[:kt.i], left[kt.i+1:]...)
+			continue
+		}
+		for j, i := range left {
+			out[i].err = err
+			if err == nil {
+				out[i].id = ids[j]
+			}
+		}
+		break
+	}
+	return out
+}
+
+// keyTaken: the key of the batch's item i is taken (by an item put before
+// and not acked yet).
+type keyTaken struct{ i int }
+
+func (k keyTaken) Error() string { return "key taken" }
 
 // PutMany appends the items, in order, all or none, in one round trip
 // (ZooKeeper's multi), and returns their ids. At most MaxBatch items, and
@@ -143,25 +228,27 @@ func (q *Queue) PutMany(ctx context.Context, items [][]byte) ([]string, error) {
 		return nil, fmt.Errorf("fairqueue: put many: %w: %d items take some %d bytes in one request, the limit is %d",
 			zkrecipes.ErrDataTooLarge, len(items), total, zkrecipes.MaxDataSize)
 	}
-	batch := make([][]byte, len(items))
+	batch := make([]putItem, len(items))
 	for i, d := range items {
 		if d == nil {
 			d = []byte{}
 		}
-		batch[i] = d
+		batch[i] = putItem{data: d}
 	}
-	ids, err := q.put(ctx, batch, "", false)
+	ids, err := q.put(ctx, batch, false)
 	if err != nil {
 		return nil, fmt.Errorf("fairqueue: put many: %w", err)
 	}
 	return ids, nil
 }
 
-// put appends items to the newest bucket in one multi. With a key, the
-// multi also creates keys/<key> (or, when keyExists, moves it to the
-// bucket: a delayed item coming due); extra ops (Requeue's delete of the
-// dead letter, a promotion's delete of the delayed entry) ride along.
-func (q *Queue) put(ctx context.Context, items [][]byte, key string, keyExists bool, extra ...any) ([]string, error) {
+// put appends items to the newest bucket in one multi, all or none. For an
+// item with a key, the multi also creates keys/<key> (or, when keyExists,
+// moves it to the bucket: a delayed item coming due); a key taken is a
+// keyTaken error, unless the batch is one item: then put returns the id of
+// the item that holds the key. Extra ops (Requeue's delete of the dead
+// letter, a promotion's delete of the delayed entry) ride along.
+func (q *Queue) put(ctx context.Context, items []putItem, keyExists bool, extra ...any) ([]string, error) {
 	if err := q.s.Err(); err != nil {
 		return nil, err
 	}
@@ -207,17 +294,20 @@ func (q *Queue) put(ctx context.Context, items [][]byte, key string, keyExists b
 				&zk.SetDataRequest{Path: q.dir, Data: []byte(strconv.FormatInt(n, 10)), Version: t.markVersion},
 				&zk.CreateRequest{Path: q.bucketPath(n), Data: []byte{}, Acl: q.acl})
 		}
-		first := len(ops)
-		for _, d := range items {
-			ops = append(ops, &zk.CreateRequest{Path: q.bucketPath(n) + "/" + itemBase(key), Data: d, Acl: q.acl, Flags: zk.FlagSequence})
-		}
-		keyOp := -1
-		if key != "" {
-			keyOp = len(ops)
+		shared := len(ops)
+		itemOp := make([]int, len(items))
+		keyOf := map[int]int{} // a key's op -> its item
+		for j, it := range items {
+			itemOp[j] = len(ops)
+			ops = append(ops, &zk.CreateRequest{Path: q.bucketPath(n) + "/" + itemBase(it.key), Data: it.data, Acl: q.acl, Flags: zk.FlagSequence})
+			if it.key == "" {
+				continue
+			}
+			keyOf[len(ops)] = j
 			if keyExists {
-				ops = append(ops, &zk.SetDataRequest{Path: q.keys + "/" + key, Data: []byte(bucketName(n)), Version: -1})
+				ops = append(ops, &zk.SetDataRequest{Path: q.keys + "/" + it.key, Data: []byte(bucketName(n)), Version: -1})
 			} else {
-				ops = append(ops, &zk.CreateRequest{Path: q.keys + "/" + key, Data: []byte(bucketName(n)), Acl: q.acl})
+				ops = append(ops, &zk.CreateRequest{Path: q.keys + "/" + it.key, Data: []byte(bucketName(n)), Acl: q.acl})
 			}
 		}
 		after := len(ops)
@@ -225,14 +315,15 @@ func (q *Queue) put(ctx context.Context, items [][]byte, key string, keyExists b
 
 		res, err := znode.Do(ctx, func() ([]zk.MultiResponse, error) { return q.s.Conn().Multi(ops...) })
 		i, err := znode.MultiErr(res, err)
+		keyItem, isKey := keyOf[i]
 		switch {
 		case err == nil:
 			ids := make([]string, len(items))
 			var seq int64
 			for j := range items {
 				var ok bool
-				if seq, _, ok = parseItem(path.Base(res[first+j].String)); !ok {
-					return nil, fmt.Errorf("server returned unexpected node %q", res[first+j].String)
+				if seq, _, ok = parseItem(path.Base(res[itemOp[j]].String)); !ok {
+					return nil, fmt.Errorf("server returned unexpected node %q", res[itemOp[j]].String)
 				}
 				ids[j] = itemID(n, seq)
 			}
@@ -252,9 +343,11 @@ func (q *Queue) put(ctx context.Context, items [][]byte, key string, keyExists b
 			return nil, err
 		case i >= after:
 			return nil, err // an extra op failed
-		case i == keyOp && errors.Is(err, zk.ErrNodeExists):
+		case isKey && errors.Is(err, zk.ErrNodeExists) && len(items) > 1:
+			return nil, keyTaken{keyItem}
+		case isKey && errors.Is(err, zk.ErrNodeExists):
 			// Put with this key already, and not yet acked: that item.
-			id, err := q.keyed(ctx, key)
+			id, err := q.keyed(ctx, items[keyItem].key)
 			if err != nil {
 				return nil, err
 			}
@@ -262,9 +355,9 @@ func (q *Queue) put(ctx context.Context, items [][]byte, key string, keyExists b
 				continue // acked meanwhile: put again
 			}
 			return []string{id}, nil
-		case i == keyOp && errors.Is(err, zk.ErrNoNode) && keyExists:
+		case isKey && errors.Is(err, zk.ErrNoNode) && keyExists:
 			keyExists = false // gone, which only its item's removal does: make it again
-		case i == keyOp && errors.Is(err, zk.ErrNoNode):
+		case isKey && errors.Is(err, zk.ErrNoNode):
 			if err := znode.EnsureDir(ctx, q.s, q.keys, q.acl); err != nil {
 				return nil, err
 			}
@@ -280,7 +373,7 @@ func (q *Queue) put(ctx context.Context, items [][]byte, key string, keyExists b
 			}
 		case !t.known && i == 1 && errors.Is(err, zk.ErrNodeExists):
 			q.setTail(n, true) // made already: put into it
-		case !t.known && errors.Is(err, zk.ErrNoNode):
+		case !t.known && i < shared && errors.Is(err, zk.ErrNoNode):
 			// No items/ yet (i == 1; this put fills it at once), or the
 			// queue directory was reaped since we looked (i == 0).
 			if i == 1 {

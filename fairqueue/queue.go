@@ -18,18 +18,15 @@ import (
 
 // Queue is a first-in, first-out job queue at one ZooKeeper path.
 //
-// Guarantees: items are taken oldest first (by id), and no consumer (one
-// Queue's Takes) is ever handed a lower id than it had before, except when
-// an item comes back (Nack, a lost claim); an item that comes back is found
-// by a consumer's next look, which while items wait comes every 100 ms, so
-// newer items may go first meanwhile; when consumers wait for items,
-// they are served in the order they began to wait, and when items wait for
-// consumers, every consumer takes at once; every item put is delivered
-// until it is acked or moved to the dead-letter area (at least once: a
-// consumer that dies mid-job causes a redelivery, so jobs should be
-// idempotent). Not guaranteed: an order between items put concurrently by
-// different producers (each producer's own items keep their order), or
-// exactly-once processing.
+// Guarantees: items are handed out oldest first (by id), to consumers in
+// the order they began to wait; no consumer (a loop of one Queue's Takes,
+// or one of Work's handlers) is ever handed a lower id than it had before,
+// except when an item comes back (Nack, a lost claim, an offer passed over);
+// every item put is delivered until it is acked or moved to the dead-letter
+// area (at least once: a consumer that dies mid-job causes a redelivery, so
+// jobs should be idempotent). Not guaranteed: an order between items put
+// concurrently by different producers (each producer's own items keep their
+// order), or exactly-once processing.
 //
 // A Queue is safe for concurrent use by many goroutines; producers and
 // consumers may each have their own Queue on their own Session.
@@ -51,12 +48,14 @@ type Queue struct {
 	// items/, oldest first: consumers list items/ only when it runs out.
 	bucketsMu sync.Mutex
 	buckets   []int64
-	// backlog is the free items of the last look, while items wait for
-	// consumers.
-	backlog backlog
-	// rtt is a running mean of how long a look takes, in nanoseconds: the
-	// grace a waiting consumer gives those ahead of it is a few of them.
+	// rtt is a running mean of how long a round trip takes (a look, a
+	// consumer's look at where it stands), in nanoseconds: the grace a
+	// consumer in line gets is some of them.
 	rtt atomic.Int64
+
+	// puts and acks send concurrent Puts, and Acks, in shared multis.
+	puts *group[putItem, putResult]
+	acks *group[ackReq, ackResult]
 }
 
 // New returns the queue at path. It writes nothing: nodes are created by
@@ -68,7 +67,7 @@ func New(s *zkrecipes.Session, path string, opts ...Option) (*Queue, error) {
 	if err := znode.ValidatePath(path); err != nil {
 		return nil, fmt.Errorf("fairqueue: %w", err)
 	}
-	o := options{bucketSize: defaultBucketSize, backlogTTL: defaultBacklogTTL}
+	o := options{bucketSize: defaultBucketSize}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -84,10 +83,12 @@ func New(s *zkrecipes.Session, path string, opts ...Option) (*Queue, error) {
 	}
 	q := &Queue{
 		s: ss, log: ss.Log().With("queue", path), dir: path, acl: o.acl,
-		maxAttempts: o.maxAttempts, bucketSize: o.bucketSize, backlog: backlog{ttl: o.backlogTTL},
+		maxAttempts: o.maxAttempts, bucketSize: o.bucketSize,
 		items: path + "/items", claims: path + "/claims", line: path + "/line", dead: path + "/dead",
 		held: path + "/held", delayed: path + "/delayed", keys: path + "/keys",
 	}
+	q.puts = &group[putItem, putResult]{do: q.putBatch, take: takePuts}
+	q.acks = &group[ackReq, ackResult]{do: q.ackBatch, take: takeAcks, linger: lingerAcks}
 	observePending(q)
 	return q, nil
 }

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,6 +43,7 @@ func TestQueueSurvivesFaults(t *testing.T) {
 	defer cancel()
 	const (
 		items       = 240
+		fresh       = 10               // of them, put once the faults are over, for a fresh consumer
 		deadTimeout = 30 * time.Second // the frozen and killed consumers'
 	)
 	liveOpts := []zkrecipes.Option{zkrecipes.WithSessionTimeout(10 * time.Second)}
@@ -111,7 +113,7 @@ func TestQueueSurvivesFaults(t *testing.T) {
 	for w := range 2 {
 		q := fq(t, connect(t, addrs, liveOpts...), p)
 		producers.Go(func() {
-			for i := w; i < items; i += 2 {
+			for i := w; i < items-fresh; i += 2 {
 				key := fmt.Sprint("item-", i)
 				for {
 					_, err := q.Put(ctx, []byte(key), fairqueue.WithKey(key))
@@ -128,12 +130,17 @@ func TestQueueSurvivesFaults(t *testing.T) {
 		})
 	}
 
-	// Live consumers.
+	// Live consumers; paused, they leave the line within half a second.
 	var live sync.WaitGroup
+	var paused atomic.Bool
 	for range 3 {
 		q := fq(t, connect(t, addrs, liveOpts...), p)
 		live.Go(func() {
 			for !ackedAll() && ctx.Err() == nil {
+				if paused.Load() {
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
 				tctx, tcancel := context.WithTimeout(ctx, 500*time.Millisecond)
 				j, err := q.Take(tctx)
 				tcancel()
@@ -191,6 +198,32 @@ func TestQueueSurvivesFaults(t *testing.T) {
 	}
 	restarted := time.Now()
 	producers.Wait()
+
+	// A consumer that comes once the faults are over takes at once while
+	// items wait: it waits on no dead or frozen consumer standing in line
+	// ahead of it (the head passed over, offers passed on). The live
+	// consumers pause meanwhile, so that the items wait for it.
+	paused.Store(true)
+	time.Sleep(time.Second)
+	var batch [][]byte
+	for i := items - fresh; i < items; i++ {
+		batch = append(batch, fmt.Appendf(nil, "item-%d", i))
+	}
+	_, err = checkQ.PutMany(ctx, batch)
+	require.NoError(t, err)
+	freshQ := fq(t, connect(t, addrs, liveOpts...), p)
+	var slowest time.Duration
+	for range 3 {
+		t0 := time.Now()
+		tctx, tcancel := context.WithTimeout(ctx, deadTimeout/2)
+		j, err := freshQ.Take(tctx)
+		tcancel()
+		require.NoError(t, err, "a fresh consumer's Take while items wait, after the faults")
+		slowest = max(slowest, time.Since(t0))
+		ack(j)
+	}
+	t.Logf("a fresh consumer's Takes after the faults, items waiting: the slowest took %v", slowest.Round(time.Millisecond))
+	paused.Store(false)
 
 	// Every item not held by a dead or frozen consumer is acked before any
 	// of their sessions can end: no live consumer waited on a dead one.

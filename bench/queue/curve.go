@@ -10,6 +10,7 @@ import (
 // Point is one point of the consumer-scaling curve: a consumer count's
 // rounds, summed up.
 type Point struct {
+	Impl                 Impl
 	Consumers, Producers int
 	Backlog              int // the producers' target of pending items
 	Work                 time.Duration
@@ -19,20 +20,29 @@ type Point struct {
 	Ideal                float64 // Consumers jobs per Work
 	TakeP50, TakeP99     time.Duration
 	MinBacklog           int64 // the lowest over all rounds
+	// FailedPerItem: claim writes the server refused per item acked, over
+	// all rounds' windows.
+	FailedPerItem float64
 }
 
 // Summarize makes the point of one consumer count's rounds (at least one).
 func Summarize(rs []ScaleResult) Point {
-	p := Point{Consumers: rs[0].Consumers, Producers: rs[0].Producers, Backlog: rs[0].Backlog, Work: rs[0].Work,
+	p := Point{Impl: rs[0].Impl, Consumers: rs[0].Consumers, Producers: rs[0].Producers, Backlog: rs[0].Backlog, Work: rs[0].Work,
 		Rounds: len(rs), Ideal: rs[0].Ideal(), MinBacklog: rs[0].MinBacklog}
 	var perSec []float64
 	var take []time.Duration
+	var failed, acked int64
 	for _, r := range rs {
+		failed += r.ClaimsFailed
+		acked += r.Acked
 		perSec = append(perSec, r.PerSec())
 		take = append(take, r.Take...)
 		p.MinBacklog = min(p.MinBacklog, r.MinBacklog)
 	}
 	p.PerSec, p.Min, p.Max = bench.Median(perSec), slices.Min(perSec), slices.Max(perSec)
+	if acked > 0 {
+		p.FailedPerItem = float64(failed) / float64(acked)
+	}
 	p.TakeP50, p.TakeP99 = bench.Percentile(take, 50), bench.Percentile(take, 99)
 	return p
 }

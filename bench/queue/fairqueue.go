@@ -18,34 +18,39 @@ import (
 const opTimeout = 30 * time.Second
 
 // runFairqueue runs the loop with fairqueue in this process: one session
-// and one Queue per worker, through fairqueue's public API only.
-func runFairqueue(ctx context.Context, servers []string, path string, l Loop) ([]Report, error) {
-	qs, closeAll, err := openFairqueues(ctx, servers, path, l.Producers+l.Consumers)
+// and one Queue per worker, through fairqueue's public API only; claims
+// counts their claims.
+func runFairqueue(ctx context.Context, servers []string, path string, l Loop, claims *Claims) ([]Report, func() (int64, int64), error) {
+	qs, closeAll, err := openFairqueues(ctx, servers, path, l.Producers+l.Consumers, claims)
 	defer closeAll()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	payload := bytes.Repeat([]byte{'x'}, l.Payload)
 	reports := make([]Report, len(qs))
 	w := newWindow(time.Now(), l)
+	counted := claims.during(w)
 	var wg sync.WaitGroup
 	for i, q := range qs {
 		wg.Go(func() {
-			if i < l.Producers {
-				reports[i] = produce(ctx, q, fmt.Sprintf("producer-%d", i), payload, w, nil, nil)
-			} else {
-				reports[i] = consume(ctx, q, fmt.Sprintf("consumer-%d", i-l.Producers), w, l.Work, nil)
+			name := fmt.Sprintf("consumer-%d", i-l.Producers)
+			switch {
+			case i < l.Producers:
+				reports[i] = produce(ctx, q, fmt.Sprintf("producer-%d", i), payload, l.Batch, w, nil, nil)
+			case l.Work1 || l.Handlers > 0:
+				reports[i] = work(ctx, q, name, w, l.Work, max(l.Handlers, 1), nil)
+			default:
+				reports[i] = consume(ctx, q, name, w, l.Work, nil)
 			}
 		})
 	}
 	wg.Wait()
-	return reports, nil
+	return reports, counted, nil
 }
 
-// openFairqueues connects n sessions and opens the queue at path on each.
-// closeAll closes the sessions opened, also on error.
-func openFairqueues(ctx context.Context, servers []string, path string, n int) (qs []*fairqueue.Queue, closeAll func(), err error) {
-	var ss []*zkrecipes.Session
+// connectAll connects n sessions, through claims' dialer. closeAll closes
+// the sessions opened, also on error.
+func connectAll(ctx context.Context, servers []string, n int, claims *Claims) (ss []*zkrecipes.Session, closeAll func(), err error) {
 	closeAll = func() {
 		var wg sync.WaitGroup
 		for _, s := range ss {
@@ -54,11 +59,23 @@ func openFairqueues(ctx context.Context, servers []string, path string, n int) (
 		wg.Wait()
 	}
 	for range n {
-		s, err := zkrecipes.Connect(ctx, servers, zkrecipes.WithSessionTimeout(sessionTimeout))
+		s, err := zkrecipes.Connect(ctx, servers, zkrecipes.WithSessionTimeout(sessionTimeout), zkrecipes.WithDialer(claims.Dial))
 		if err != nil {
 			return nil, closeAll, err
 		}
 		ss = append(ss, s)
+	}
+	return ss, closeAll, nil
+}
+
+// openFairqueues connects n sessions and opens the queue at path on each.
+// closeAll closes the sessions opened, also on error.
+func openFairqueues(ctx context.Context, servers []string, path string, n int, claims *Claims) (qs []*fairqueue.Queue, closeAll func(), err error) {
+	ss, closeAll, err := connectAll(ctx, servers, n, claims)
+	if err != nil {
+		return nil, closeAll, err
+	}
+	for _, s := range ss {
 		q, err := fairqueue.New(s, path)
 		if err != nil {
 			return nil, closeAll, err
@@ -68,30 +85,70 @@ func openFairqueues(ctx context.Context, servers []string, path string, n int) (
 	return qs, closeAll, nil
 }
 
-// produce puts until the window ends. If gate is set, it puts only while
-// gate says so (and sleeps a moment otherwise); put, if set, counts every
-// item put.
-func produce(ctx context.Context, q *fairqueue.Queue, name string, payload []byte, w window, gate func() bool, put *atomic.Int64) Report {
+// produce puts until the window ends, one item per Put, or batch items
+// per PutMany. If gate is set, it puts only while gate says so (and sleeps
+// a moment otherwise); put, if set, counts every item put.
+func produce(ctx context.Context, q *fairqueue.Queue, name string, payload []byte, batch int, w window, gate func() bool, put *atomic.Int64) Report {
 	rep := Report{Worker: name}
+	many := make([][]byte, max(batch, 1))
+	for i := range many {
+		many[i] = payload
+	}
 	for time.Now().Before(w.end) {
 		if gate != nil && !gate() {
 			time.Sleep(time.Millisecond)
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, opTimeout)
-		_, err := q.Put(pctx, payload)
+		var err error
+		if batch > 1 {
+			_, err = q.PutMany(pctx, many)
+		} else {
+			_, err = q.Put(pctx, payload)
+		}
 		cancel()
 		if err != nil {
 			rep.Error = err.Error()
 			return rep
 		}
+		n := int64(len(many))
 		if put != nil {
-			put.Add(1)
+			put.Add(n)
 		}
-		rep.PutsAll++
+		rep.PutsAll += n
 		if w.in(time.Now()) {
-			rep.Puts++
+			rep.Puts += n
 		}
+	}
+	return rep
+}
+
+// work runs Work with handlers handlers until the window ends; a handler
+// sleeps for work and returns nil (Work acks the job right after). taken,
+// if set, counts every job handled. A job counts as acked when its handler
+// returns: Work acks it then, in a multi shared with the other acks.
+func work(ctx context.Context, q *fairqueue.Queue, name string, w window, work time.Duration, handlers int, taken *atomic.Int64) Report {
+	rep := Report{Worker: name}
+	var mu sync.Mutex
+	wctx, cancel := context.WithDeadline(ctx, w.end)
+	defer cancel()
+	err := q.Work(wctx, func(ctx context.Context, j *fairqueue.Job) error {
+		if taken != nil {
+			taken.Add(1)
+		}
+		if work > 0 {
+			time.Sleep(work)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		rep.AckedAll++
+		if w.in(time.Now()) {
+			rep.Acked++
+		}
+		return nil
+	}, fairqueue.WithHandlers(handlers))
+	if err != nil && wctx.Err() == nil {
+		rep.Error = err.Error()
 	}
 	return rep
 }

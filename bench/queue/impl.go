@@ -9,7 +9,9 @@ import (
 type Impl string
 
 const (
-	FairQueue          Impl = "fairqueue"                      // this module, in process
+	FairQueue          Impl = "fairqueue"                      // this module, in process: Take and Ack
+	FairQueueWork      Impl = "fairqueue.Work"                 // this module, in process: Work, one handler per session
+	Floor              Impl = "floor"                          // the writes any such queue must make, nothing else, in process (floor.go)
 	KazooQueue         Impl = "kazoo.Queue"                    // python3-kazoo
 	KazooLockingQueue  Impl = "kazoo.LockingQueue"             // python3-kazoo
 	CuratorDistributed Impl = "curator.DistributedQueue"       // libcurator-recipes-java, with a lock path
@@ -17,14 +19,14 @@ const (
 )
 
 // Impls is every implementation, in the order of the table.
-var Impls = []Impl{FairQueue, KazooQueue, KazooLockingQueue, CuratorDistributed, CuratorSimple}
+var Impls = []Impl{FairQueue, FairQueueWork, Floor, KazooQueue, KazooLockingQueue, CuratorDistributed, CuratorSimple}
 
 // Delivery is the implementation's guarantee: "at least once" when an item
 // is removed only after the consumer acks it (a consumer that dies holding
 // it gives it back), "at most once" when taking it removes it.
 func (i Impl) Delivery() string {
 	switch i {
-	case FairQueue, KazooLockingQueue, CuratorDistributed:
+	case FairQueue, FairQueueWork, Floor, KazooLockingQueue, CuratorDistributed:
 		return "at least once"
 	}
 	return "at most once"

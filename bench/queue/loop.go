@@ -13,6 +13,12 @@ type Loop struct {
 	Duration             time.Duration // the measured window, after the warm-up
 	Payload              int           // bytes per item
 	Work                 time.Duration // simulated work per job, between take and ack
+	// For fairqueue: consumers run Work with Handlers handlers (Work1: one)
+	// instead of Take and Ack, and producers put Batch items per PutMany
+	// (0: one per Put).
+	Work1    bool
+	Handlers int
+	Batch    int
 }
 
 // window is the measured part of a run: from the end of the warm-up to the
@@ -51,6 +57,20 @@ type Result struct {
 	PutsAll  int64
 	AckedAll int64
 	Take     []time.Duration // unsorted
+	// Claims: the claim writes were counted (in-process implementations,
+	// see Claims), ClaimsSent of them in the window, ClaimsFailed of which
+	// the server refused.
+	Claims                   bool
+	ClaimsSent, ClaimsFailed int64
+}
+
+// FailedPerItem is the claim writes refused per item consumed, in the
+// window.
+func (r Result) FailedPerItem() float64 {
+	if r.Acked == 0 {
+		return 0
+	}
+	return float64(r.ClaimsFailed) / float64(r.Acked)
 }
 
 // PerSec is the throughput: items consumed (acked) per second.

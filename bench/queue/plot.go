@@ -12,8 +12,9 @@ import (
 )
 
 // PlotPNG draws the consumer-scaling curve into a PNG file: acked items/s
-// (median, and the range over rounds) per consumer count, on a log scale,
-// beside the ideal of Consumers jobs per Work.
+// (median, and the range over rounds) per consumer count, one line per
+// implementation, on a log scale, beside the ideal of Consumers jobs per
+// Work.
 func PlotPNG(file, title string, pts []Point) error {
 	if len(pts) == 0 {
 		return fmt.Errorf("plot: no points")
@@ -24,43 +25,64 @@ func PlotPNG(file, title string, pts []Point) error {
 	p.Y.Label.Text = "acked items/s"
 	p.X.Scale = plot.LogScale{}
 	var ticks plot.ConstantTicks
-	measured := make(plotter.XYs, len(pts))
-	bars := make(plotter.YErrors, len(pts))
 	var ideal plotter.XYs
-	ymax := 0.0
-	for i, pt := range pts {
+	var impls []Impl
+	series := map[Impl]*struct {
+		xys  plotter.XYs
+		bars plotter.YErrors
+	}{}
+	ymax, xmin, xmax := 0.0, math.Inf(1), 0.0
+	seen := map[int]bool{}
+	for _, pt := range pts {
 		x := float64(pt.Consumers)
-		ticks = append(ticks, plot.Tick{Value: x, Label: strconv.Itoa(pt.Consumers)})
-		measured[i] = plotter.XY{X: x, Y: pt.PerSec}
-		bars[i].Low, bars[i].High = pt.PerSec-pt.Min, pt.Max-pt.PerSec
-		ymax = max(ymax, pt.Max)
-		if !math.IsInf(pt.Ideal, 0) {
-			ideal = append(ideal, plotter.XY{X: x, Y: pt.Ideal})
+		s := series[pt.Impl]
+		if s == nil {
+			s = &struct {
+				xys  plotter.XYs
+				bars plotter.YErrors
+			}{}
+			series[pt.Impl] = s
+			impls = append(impls, pt.Impl)
 		}
+		s.xys = append(s.xys, plotter.XY{X: x, Y: pt.PerSec})
+		s.bars = append(s.bars, struct{ Low, High float64 }{pt.PerSec - pt.Min, pt.Max - pt.PerSec})
+		ymax = max(ymax, pt.Max)
+		if !seen[pt.Consumers] {
+			seen[pt.Consumers] = true
+			ticks = append(ticks, plot.Tick{Value: x, Label: strconv.Itoa(pt.Consumers)})
+			if !math.IsInf(pt.Ideal, 0) {
+				ideal = append(ideal, plotter.XY{X: x, Y: pt.Ideal})
+			}
+		}
+		xmin, xmax = min(xmin, x), max(xmax, x)
 	}
 	p.X.Tick.Marker = ticks
 	p.Y.Tick.Marker = plainTicks{}
 	p.Y.Min = 0
 	p.Add(plotter.NewGrid())
 
-	line, points, err := plotter.NewLinePoints(measured)
-	if err != nil {
-		return err
+	colors := []color.Color{color.RGBA{B: 200, A: 255}, color.RGBA{R: 200, G: 100, A: 255}, color.RGBA{G: 150, A: 255}}
+	for i, impl := range impls {
+		s := series[impl]
+		line, points, err := plotter.NewLinePoints(s.xys)
+		if err != nil {
+			return err
+		}
+		line.Color = colors[i%len(colors)]
+		line.Width = vg.Points(1.5)
+		points.Color = line.Color
+		p.Add(line, points)
+		p.Legend.Add(string(impl)+", median over rounds", line, points)
+		eb, err := plotter.NewYErrorBars(struct {
+			plotter.XYs
+			plotter.YErrors
+		}{s.xys, s.bars})
+		if err != nil {
+			return err
+		}
+		eb.Color = line.Color
+		p.Add(eb)
 	}
-	line.Color = color.RGBA{B: 200, A: 255}
-	line.Width = vg.Points(1.5)
-	points.Color = line.Color
-	p.Add(line, points)
-	p.Legend.Add("fairqueue, median over rounds", line, points)
-	eb, err := plotter.NewYErrorBars(struct {
-		plotter.XYs
-		plotter.YErrors
-	}{measured, bars})
-	if err != nil {
-		return err
-	}
-	eb.Color = line.Color
-	p.Add(eb)
 	if len(ideal) > 0 {
 		l, err := plotter.NewLine(ideal)
 		if err != nil {
@@ -73,7 +95,7 @@ func PlotPNG(file, title string, pts []Point) error {
 		ymax = max(ymax, ideal[len(ideal)-1].Y)
 	}
 	// Room around the points, and above them for the legend.
-	p.X.Min, p.X.Max = measured[0].X/1.3, measured[len(measured)-1].X*1.3
+	p.X.Min, p.X.Max = xmin/1.3, xmax*1.3
 	p.Y.Max = ymax * 1.25
 	p.Legend.Top = true
 	p.Legend.Left = true

@@ -16,9 +16,15 @@ func (b *Bench) Run(ctx context.Context, impl Impl, l Loop) (res Result, err err
 	path := b.newPath(strings.ReplaceAll(string(impl), ".", "-"))
 	defer func() { err = errors.Join(err, deleteTree(b.admin, path)) }()
 	var reports []Report
-	if impl == FairQueue {
-		reports, err = runFairqueue(ctx, b.servers, path, l)
-	} else {
+	var counted func() (int64, int64)
+	claims := &Claims{}
+	switch impl {
+	case FairQueue, FairQueueWork:
+		l.Work1 = impl == FairQueueWork
+		reports, counted, err = runFairqueue(ctx, b.servers, path, l, claims)
+	case Floor:
+		reports, counted, err = runFloor(ctx, b.servers, path, l, claims)
+	default:
 		var procs []*proc
 		procs, err = b.startPeers(impl, path, l)
 		if err == nil {
@@ -28,7 +34,12 @@ func (b *Bench) Run(ctx context.Context, impl Impl, l Loop) (res Result, err err
 	if err != nil {
 		return Result{}, err
 	}
-	return sum(impl, l.Duration, reports)
+	res, err = sum(impl, l.Duration, reports)
+	if counted != nil {
+		res.Claims = true
+		res.ClaimsSent, res.ClaimsFailed = counted()
+	}
+	return res, err
 }
 
 // startPeers starts the processes of one round of a peer implementation:

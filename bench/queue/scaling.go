@@ -20,6 +20,9 @@ type ScaleLoop struct {
 	Work                 time.Duration
 	Warmup, Duration     time.Duration
 	Payload              int
+	// For fairqueue.Work: handlers per consumer (0: 1); for fairqueue,
+	// items per PutMany (0: one per Put).
+	Handlers, Batch int
 }
 
 // ScaleResult is what one point measured.
@@ -41,35 +44,77 @@ func (r ScaleResult) Ideal() float64 {
 	return float64(r.Consumers) / r.Work.Seconds()
 }
 
-// Scale runs one point on a fresh queue: the producers first fill the
-// queue to Backlog items (untimed), then everyone runs; a producer puts
-// only while fewer than Backlog items are pending (put and not yet taken),
-// so that consumers always find work without the producers taking more of
-// the server than needed.
-func (b *Bench) Scale(ctx context.Context, l ScaleLoop) (res ScaleResult, err error) {
+// Scale runs one point on a fresh queue, with impl (FairQueue or Floor):
+// the producers first fill the queue to Backlog items (untimed), then
+// everyone runs; a producer puts only while fewer than Backlog items are
+// pending (put and not yet taken), so that consumers always find work
+// without the producers taking more of the server than needed.
+func (b *Bench) Scale(ctx context.Context, impl Impl, l ScaleLoop) (res ScaleResult, err error) {
 	res.ScaleLoop = l
-	path := b.newPath(fmt.Sprintf("scale-%d", l.Consumers))
+	path := b.newPath(fmt.Sprintf("scale-%s-%d", impl, l.Consumers))
 	defer func() { err = errors.Join(err, deleteTree(b.admin, path)) }()
-	qs, closeAll, err := openFairqueues(ctx, b.servers, path, l.Producers+l.Consumers)
-	defer closeAll()
-	if err != nil {
-		return res, err
-	}
-	payload := bytes.Repeat([]byte{'x'}, l.Payload)
+	claims := &Claims{}
+	var puts []func() error
+	var run func(w window) []Report
 	var put, taken atomic.Int64
 	pending := func() int64 { return put.Load() - taken.Load() }
 	gate := func() bool { return pending() < int64(l.Backlog) }
+	lp := Loop{Producers: l.Producers, Consumers: l.Consumers, Warmup: l.Warmup, Duration: l.Duration, Work: l.Work, Payload: l.Payload}
+	payload := bytes.Repeat([]byte{'x'}, l.Payload)
+	switch impl {
+	case FairQueue, FairQueueWork:
+		qs, closeAll, err := openFairqueues(ctx, b.servers, path, l.Producers+l.Consumers, claims)
+		defer closeAll()
+		if err != nil {
+			return res, err
+		}
+		for _, q := range qs[:l.Producers] {
+			puts = append(puts, func() error {
+				pctx, cancel := context.WithTimeout(ctx, opTimeout)
+				defer cancel()
+				_, err := q.Put(pctx, payload)
+				return err
+			})
+
+		}
+		run = func(w window) []Report {
+			reports := make([]Report, len(qs))
+			var wg sync.WaitGroup
+			for i, q := range qs {
+				wg.Go(func() {
+					if i < l.Producers {
+						reports[i] = produce(ctx, q, fmt.Sprintf("producer-%d", i), payload, l.Batch, w, gate, &put)
+					} else if impl == FairQueueWork {
+						reports[i] = work(ctx, q, fmt.Sprintf("consumer-%d", i-l.Producers), w, l.Work, max(l.Handlers, 1), &taken)
+					} else {
+						reports[i] = consume(ctx, q, fmt.Sprintf("consumer-%d", i-l.Producers), w, l.Work, &taken)
+					}
+				})
+			}
+			wg.Wait()
+			return reports
+		}
+	case Floor:
+		fw, err := openFloor(ctx, b.servers, path, l.Producers+l.Consumers, claims)
+		defer fw.close()
+		if err != nil {
+			return res, err
+		}
+		for _, conn := range fw.conns[:l.Producers] {
+			puts = append(puts, func() error { return fw.f.put(conn, payload) })
+		}
+		run = func(w window) []Report { return fw.run(ctx, lp, w, gate, &put, &taken) }
+	default:
+		return res, fmt.Errorf("the scaling curve runs fairqueue, fairqueue.Work and the floor, not %s", impl)
+	}
 
 	// Fill the queue: each producer reserves an item, then puts it.
 	var wg sync.WaitGroup
 	fillErrs := make([]error, l.Producers)
-	for i, q := range qs[:l.Producers] {
+	for i, p := range puts {
 		wg.Go(func() {
 			for put.Add(1) <= int64(l.Backlog) {
-				pctx, cancel := context.WithTimeout(ctx, opTimeout)
-				_, err := q.Put(pctx, payload)
-				cancel()
-				if err != nil {
+				if err := p(); err != nil {
 					fillErrs[i] = fmt.Errorf("fill: %w", err)
 					return
 				}
@@ -82,18 +127,10 @@ func (b *Bench) Scale(ctx context.Context, l ScaleLoop) (res ScaleResult, err er
 		return res, err
 	}
 
-	lp := Loop{Producers: l.Producers, Consumers: l.Consumers, Warmup: l.Warmup, Duration: l.Duration, Work: l.Work}
 	w := newWindow(time.Now(), lp)
-	reports := make([]Report, len(qs))
-	for i, q := range qs {
-		wg.Go(func() {
-			if i < l.Producers {
-				reports[i] = produce(ctx, q, fmt.Sprintf("producer-%d", i), payload, w, gate, &put)
-			} else {
-				reports[i] = consume(ctx, q, fmt.Sprintf("consumer-%d", i-l.Producers), w, l.Work, &taken)
-			}
-		})
-	}
+	counted := claims.during(w)
+	var reports []Report
+	wg.Go(func() { reports = run(w) })
 	// Sample the backlog through the window.
 	res.MinBacklog = math.MaxInt64
 	tick := time.NewTicker(2 * time.Millisecond)
@@ -107,6 +144,8 @@ func (b *Bench) Scale(ctx context.Context, l ScaleLoop) (res ScaleResult, err er
 	}
 	tick.Stop()
 	wg.Wait()
-	res.Result, err = sum(FairQueue, l.Duration, reports)
+	res.Result, err = sum(impl, l.Duration, reports)
+	res.Claims = true
+	res.ClaimsSent, res.ClaimsFailed = counted()
 	return res, err
 }

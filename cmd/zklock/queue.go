@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -165,8 +166,12 @@ func (t *taker) interrupted(sig os.Signal) (int, error) {
 	return exitOK, nil
 }
 
-// loop takes items and runs CMD for each, until told to stop.
+// loop takes items and runs CMD for each, until told to stop: one with
+// -once, else with fairqueue's Work.
 func (t *taker) loop(sigs <-chan os.Signal) (int, error) {
+	if !t.once {
+		return t.work(sigs)
+	}
 	for {
 		job, sig, err := interruptible(sigs, t.take)
 		if sig != nil {
@@ -220,6 +225,105 @@ func (t *taker) loop(sigs <-chan os.Signal) (int, error) {
 		}
 	}
 }
+
+// work runs CMD for each item with fairqueue's Work (one handler): it acks
+// an item CMD exited 0 for, and gives one back otherwise, as retry says.
+// A signal stops it while it waits for an item (status 0), and is
+// forwarded to CMD while one runs (then it stops once CMD exits); so does
+// -timeout with no item. A lost claim stops CMD and exits 75.
+func (t *taker) work(sigs <-chan os.Signal) (int, error) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	var mu sync.Mutex
+	var cmdSigs chan os.Signal // while CMD runs
+	go func() {
+		for {
+			select {
+			case sig := <-sigs:
+				mu.Lock()
+				if cmdSigs != nil {
+					cmdSigs <- sig
+				} else {
+					t.log.Info("stopping", "signal", signame(sig))
+					cancel(stop(exitOK))
+				}
+				mu.Unlock()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	idle := func() {} // restarts the -timeout's clock
+	if t.timeout > 0 {
+		timer := time.AfterFunc(t.timeout, func() {
+			t.log.Info("stopping: no item came", "within", t.timeout)
+			cancel(stop(exitOK))
+		})
+		defer timer.Stop()
+		idle = func() { timer.Reset(t.timeout) }
+		defer idle()
+	}
+	h := func(_ context.Context, job *fairqueue.Job) error {
+		mu.Lock()
+		cmdSigs = make(chan os.Signal, 4)
+		mu.Unlock()
+		t.log.Info("took", "id", job.ID(), "attempt", job.Attempt())
+		out := t.supervise(child{
+			argv:  t.argv,
+			env:   []string{"ZKLOCK_JOB_ID=" + job.ID(), "ZKLOCK_JOB_ATTEMPT=" + strconv.Itoa(job.Attempt())},
+			stdin: bytes.NewReader(job.Data()),
+			what:  fmt.Sprintf("the claim on %s item %s", t.path, job.ID()),
+			grace: t.grace,
+			lost:  job.Done(),
+			err:   func() error { return t.claimErr(job) },
+
+			session: t.s,
+		}, cmdSigs)
+		mu.Lock()
+		cmdSigs = nil
+		mu.Unlock()
+		idle()
+		t.log.Info("done", "id", job.ID(), "ack", out.code == 0)
+		switch {
+		case out.lost:
+			cancel(stop(exitLost)) // reported when it happened
+		case !out.started:
+			cancel(stop(out.code)) // reported by supervise; every item would fail alike
+		case out.signal != nil:
+			t.log.Info("stopping", "signal", signame(out.signal))
+			cancel(stop(exitOK))
+		}
+		if out.code == 0 || out.lost {
+			return nil // acked; or the claim is lost, and the ack fails
+		}
+		// Work gives the item back (held as retry says: WithBackoff is
+		// its rule) or, at -max-attempts, moves it to the dead letters.
+		failed := fmt.Sprintf("zklock: queue take %s: item %s: CMD failed (status %d) on delivery %d", t.path, job.ID(), out.code, job.Attempt())
+		if t.maxAttempts > 0 {
+			failed += fmt.Sprintf(" of %d", t.maxAttempts)
+		}
+		switch delay, dead := t.retry(job.Attempt()); {
+		case dead:
+			fmt.Fprintf(t.stderr, "%s: moved to the dead letters (see zklock queue dead %s)\n", failed, t.path)
+		case delay > 0:
+			fmt.Fprintf(t.stderr, "%s: given back, delivered again in %v at the soonest\n", failed, delay)
+		default:
+			fmt.Fprintf(t.stderr, "%s: given back\n", failed)
+		}
+		return fmt.Errorf("%s exited %d", t.argv[0], out.code)
+	}
+	err := t.q.Work(ctx, h, fairqueue.WithBackoff(t.backoff, t.maxBackoff))
+	var s stop
+	if errors.As(context.Cause(ctx), &s) {
+		return int(s), nil
+	}
+	return exitFailure, err
+}
+
+// stop ends `queue take`'s Work with its exit status.
+type stop int
+
+func (s stop) Error() string { return fmt.Sprintf("stop with status %d", int(s)) }
 
 // take waits for an item, at most t.timeout if not 0; then the error wraps
 // errTimeout.

@@ -159,8 +159,9 @@ func TestQueuePutTake(t *testing.T) {
 	if err := loop.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// The last item settled: from then on a signal stops the loop, not CMD.
-	settled := fmt.Sprintf("msg=settled id=%s ack=true", ids[4])
+	// The last item done (Work acks it, even as it stops): from then on a
+	// signal stops the loop, not CMD.
+	settled := fmt.Sprintf("msg=done id=%s ack=true", ids[4])
 	waitFor(t, func() bool { return strings.Contains(readFile(t, errFile), settled) },
 		func() string { return "the loop did not ack the last item; stderr:\n" + readFile(t, errFile) })
 	loop.Process.Signal(syscall.SIGTERM)

@@ -1,5 +1,7 @@
 // Command queuebench compares fairqueue with the ZooKeeper queues a user
-// would otherwise pick, on one server: kazoo's Queue (at most once) and
+// would otherwise pick, and with the floor (the three writes per item any
+// such queue must make, with the choice of item made for free in process:
+// see bench/queue/floor.go), on one server: kazoo's Queue (at most once) and
 // LockingQueue (at least once), Curator's DistributedQueue with a lock path
 // (at least once) and SimpleDistributedQueue (at most once), from Debian's
 // packages (interop/install.sh). Every implementation runs the same loop in
@@ -8,12 +10,16 @@
 // payloads and taking (and acking) as fast as they can for -warmup, then
 // -d measured. It prints items/s (consumed, acked where the queue has an
 // ack), take latency (take call to item in hand) and the ratio of
-// fairqueue's items/s to each other's, round by round.
+// fairqueue's items/s to each other's, and each one's to the floor's, round
+// by round. For fairqueue and the floor it counts the claim writes the
+// server refused (a lost race for an item), per item consumed.
 //
-// Then fairqueue alone, consumer scaling: -work of simulated work per job,
-// for each of -scale consumer counts, with producers keeping a backlog; it
-// prints acked items/s per consumer count and writes the curve to
-// -out/queue-scaling.csv and -out/queue-scaling.png.
+// Then the consumer-scaling curve of fairqueue and the floor (-scale-impls),
+// alternating rounds: -work of simulated work per job, for each of -scale
+// consumer counts, with producers keeping a backlog; it prints acked
+// items/s per consumer count, the ratio to the floor and the refused claims
+// per item, and writes the curve to -out/queue-scaling.csv and
+// -out/queue-scaling.png.
 //
 //	go run ./cmd/queuebench -zk 127.0.0.1:2181 -rounds 5 -d 5s -scale 1,4,16,64
 //	go run ./cmd/queuebench -quick   # 2 rounds of 3s, scaling 1,4
@@ -44,11 +50,15 @@ type config struct {
 	loop           queue.Loop
 	rounds         int
 	compare, scale bool
+	workMode       bool
+	workLoop       queue.Loop
+	workBacklog    int
 	counts         []int
 	work           time.Duration
 	scaleProducers int
 	scaleBacklog   int
 	scaleRounds    int
+	scaleImpls     []queue.Impl
 	out            string
 	kazooPoll      time.Duration
 }
@@ -63,12 +73,17 @@ func main() {
 	rounds := flag.Int("rounds", 5, "rounds of the comparison")
 	payload := flag.Int("payload", 16, "bytes per item")
 	kazooPoll := flag.Duration("kazoo-poll", 2*time.Millisecond, "sleep of a kazoo.Queue consumer after get finds the queue empty (it has no blocking get)")
-	mode := flag.String("mode", "all", "all, compare (the table only) or scale (the curve only)")
+	mode := flag.String("mode", "all", "all (compare, work, scale), compare (the table only), work (Work and PutMany beside the floor) or scale (the curve only)")
 	scale := flag.String("scale", "1,4,16,64", "consumer counts of the scaling curve")
 	work := flag.Duration("work", 10*time.Millisecond, "simulated work per job in the scaling curve")
 	scaleProducers := flag.Int("scale-producers", 0, "producers in the scaling curve (0: max(4, consumers/8))")
 	scaleBacklog := flag.Int("scale-backlog", 0, "items the scaling producers keep pending (0: max(200, 10 x consumers))")
 	scaleRounds := flag.Int("scale-rounds", 3, "rounds per consumer count of the scaling curve")
+	scaleImpls := flag.String("scale-impls", "fairqueue,fairqueue.Work,floor", "implementations of the scaling curve: some of fairqueue, fairqueue.Work, floor")
+	workHandlers := flag.Int("work-handlers", 16, "mode work: handlers of each consumer's Work")
+	workBatch := flag.Int("work-batch", 100, "mode work: items per PutMany of each producer")
+	workConsumers := flag.Int("work-consumers", 1, "mode work: consumers (sessions), each running Work")
+	workBacklog := flag.Int("work-backlog", 2000, "mode work: items the producers keep pending")
 	out := flag.String("out", "results", "directory for queue-scaling.csv and queue-scaling.png")
 	quick := flag.Bool("quick", false, "a short try: -rounds 2 -warmup 1s -d 3s -scale 1,4 -scale-rounds 1 -out results/quick, where not set")
 	flag.Parse()
@@ -90,19 +105,32 @@ func main() {
 	var err error
 	switch *mode {
 	case "all":
-		c.compare, c.scale = true, true
+		c.compare, c.workMode, c.scale = true, true, true
 	case "compare":
 		c.compare = true
+	case "work":
+		c.workMode = true
 	case "scale":
 		c.scale = true
 	default:
-		err = fmt.Errorf("-mode: want all, compare or scale, not %q", *mode)
+		err = fmt.Errorf("-mode: want all, compare, work or scale, not %q", *mode)
 	}
+	c.workBacklog = *workBacklog
+	c.workLoop = queue.Loop{Producers: *producers, Consumers: *workConsumers, Warmup: *warmup, Duration: *d, Payload: *payload,
+		Handlers: *workHandlers, Batch: *workBatch}
 	if err == nil {
 		c.impls, err = queue.ParseImpls(*impls)
 	}
 	if err == nil {
 		c.counts, err = bench.ParseCounts(*scale, "scale", "consumer count")
+	}
+	if err == nil {
+		c.scaleImpls, err = queue.ParseImpls(*scaleImpls)
+		for _, i := range c.scaleImpls {
+			if i != queue.FairQueue && i != queue.FairQueueWork && i != queue.Floor && err == nil {
+				err = fmt.Errorf("-scale-impls: the scaling curve runs fairqueue, fairqueue.Work and floor, not %s", i)
+			}
+		}
 	}
 	if err == nil && (c.rounds < 1 || c.scaleRounds < 1 || *d <= 0 || *warmup < 0 || *producers < 1 || *consumers < 1 || *payload < 0 || *work < 0) {
 		err = errors.New("-rounds, -scale-rounds, -d, -producers and -consumers must be positive; -warmup, -payload and -work not negative")
@@ -123,14 +151,64 @@ func run(ctx context.Context, c config) (err error) {
 			return err
 		}
 	}
-	if c.scale {
+	if c.workMode {
 		if c.compare {
+			fmt.Println()
+		}
+		if err := workRounds(ctx, b, c); err != nil {
+			return err
+		}
+	}
+	if c.scale {
+		if c.compare || c.workMode {
 			fmt.Println()
 		}
 		if err := scale(ctx, b, c); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// workRounds runs fairqueue with its batching on (producers' PutMany,
+// consumers' Work) beside the floor with one item per call, alternating
+// rounds; in both, producers keep -work-backlog items pending, so that the
+// round measures what flows through the queue, not who loads the server
+// hardest. It prints the ratio.
+func workRounds(ctx context.Context, b *queue.Bench, c config) error {
+	wl := queue.ScaleLoop{Producers: c.loop.Producers, Consumers: c.workLoop.Consumers, Backlog: c.workBacklog,
+		Warmup: c.loop.Warmup, Duration: c.loop.Duration, Payload: c.loop.Payload, Handlers: c.workLoop.Handlers, Batch: c.workLoop.Batch}
+	fl := queue.ScaleLoop{Producers: c.loop.Producers, Consumers: c.loop.Consumers, Backlog: c.workBacklog,
+		Warmup: c.loop.Warmup, Duration: c.loop.Duration, Payload: c.loop.Payload}
+	fmt.Printf("Batching: fairqueue with %d producers putting %d items per PutMany and %d consumer(s) running Work with %d handlers,\n",
+		wl.Producers, wl.Batch, wl.Consumers, wl.Handlers)
+	fmt.Printf("beside the floor with one item per call (%d x %d); producers keep %d items pending; no work per job;\n",
+		fl.Producers, fl.Consumers, c.workBacklog)
+	fmt.Printf("%d rounds of %v warm-up + %v measured, alternating\n", c.rounds, wl.Warmup, wl.Duration)
+	var fq, floor, ratio []float64
+	for r := range c.rounds {
+		for k := range 2 {
+			impl, l := queue.FairQueueWork, wl
+			if (r+k)%2 == 1 {
+				impl, l = queue.Floor, fl
+			}
+			res, err := b.Scale(ctx, impl, l)
+			if err != nil {
+				return fmt.Errorf("work round %d: %w", r+1, err)
+			}
+			if impl == queue.Floor {
+				floor = append(floor, res.PerSec())
+			} else {
+				fq = append(fq, res.PerSec())
+			}
+			fmt.Fprintf(os.Stderr, "work round %d: %-15s %7.0f items/s  %7.0f puts/s  min backlog %d  failed claims/item %.3f\n",
+				r+1, impl, res.PerSec(), res.PutsPerSec(), res.MinBacklog, res.FailedPerItem())
+		}
+		ratio = append(ratio, fq[r]/floor[r])
+	}
+	fmt.Printf("%-40s  %8s  %s\n", "", "items/s", "/floor")
+	fmt.Printf("%-40s  %8.0f  %s\n", fmt.Sprintf("fairqueue Work(%d) + PutMany(%d)", wl.Handlers, wl.Batch), bench.Median(fq), bench.MedianRange(ratio, 2))
+	fmt.Printf("%-40s  %8.0f  (%s)\n", "floor, one item per call", bench.Median(floor), bench.MedianRange(floor, 0))
 	return nil
 }
 
@@ -143,6 +221,7 @@ func compare(ctx context.Context, b *queue.Bench, c config) error {
 	putsPerSec := map[queue.Impl][]float64{}
 	left := map[queue.Impl][]float64{}
 	take := map[queue.Impl][]time.Duration{}
+	failed := map[queue.Impl][2]int64{} // claim writes refused, items consumed
 	for r := range c.rounds {
 		order := slices.Concat(c.impls[r%len(c.impls):], c.impls[:r%len(c.impls)])
 		for _, impl := range order {
@@ -154,39 +233,67 @@ func compare(ctx context.Context, b *queue.Bench, c config) error {
 			putsPerSec[impl] = append(putsPerSec[impl], res.PutsPerSec())
 			left[impl] = append(left[impl], float64(res.Left()))
 			take[impl] = append(take[impl], res.Take...)
-			fmt.Fprintf(os.Stderr, "round %d: %-31s %7.0f items/s  %7.0f puts/s  take p50 %s  left %d\n",
-				r+1, impl, res.PerSec(), res.PutsPerSec(), bench.Millis(bench.Percentile(res.Take, 50)), res.Left())
+			claims := ""
+			if res.Claims {
+				f := failed[impl]
+				failed[impl] = [2]int64{f[0] + res.ClaimsFailed, f[1] + res.Acked}
+				claims = fmt.Sprintf("  failed claims/item %.3f", res.FailedPerItem())
+			}
+			fmt.Fprintf(os.Stderr, "round %d: %-31s %7.0f items/s  %7.0f puts/s  take p50 %s  left %d%s\n",
+				r+1, impl, res.PerSec(), res.PutsPerSec(), bench.Millis(bench.Percentile(res.Take, 50)), res.Left(), claims)
 		}
 	}
 	fmt.Println("items/s: items consumed (acked, where the queue has an ack) per second, median over rounds; puts/s likewise;")
 	fmt.Println("take: from the take call to the item in hand, over all rounds; left: items put and not consumed by a round's end, median;")
-	fmt.Println("fairqueue/x: median (min-max) over rounds of fairqueue's items/s over x's in the same round")
-	fmt.Printf("%-31s  %-13s  %8s  %8s  %10s  %10s  %7s  %s\n", "implementation", "delivery", "items/s", "puts/s", "take p50", "take p99", "left", "fairqueue/x")
-	for _, impl := range c.impls {
-		ratio := ""
-		if fq, ok := perSec[queue.FairQueue]; ok && impl != queue.FairQueue {
-			var rs []float64
-			for i, x := range perSec[impl] {
-				rs = append(rs, fq[i]/x)
-			}
-			ratio = bench.MedianRange(rs, 2)
+	fmt.Println("failed claims: claim writes the server refused per item consumed (fairqueue and the floor; -: not counted);")
+	fmt.Println("fairqueue/x and x/floor: median (min-max) over rounds of the ratio of items/s in the same round")
+	fmt.Printf("%-31s  %-13s  %8s  %8s  %10s  %10s  %7s  %7s  %-18s  %s\n", "implementation", "delivery", "items/s", "puts/s",
+		"take p50", "take p99", "left", "failed", "fairqueue/x", "x/floor")
+	ratio := func(num, den []float64) string {
+		if len(num) == 0 || len(den) == 0 {
+			return ""
 		}
-		fmt.Printf("%-31s  %-13s  %8.0f  %8.0f  %10s  %10s  %7.0f  %s\n", impl, impl.Delivery(),
+		var rs []float64
+		for i := range num {
+			rs = append(rs, num[i]/den[i])
+		}
+		return bench.MedianRange(rs, 2)
+	}
+	for _, impl := range c.impls {
+		var vsFQ, vsFloor string
+		if impl != queue.FairQueue {
+			vsFQ = ratio(perSec[queue.FairQueue], perSec[impl])
+		}
+		if impl != queue.Floor {
+			vsFloor = ratio(perSec[impl], perSec[queue.Floor])
+		}
+		claims := "-"
+		if f, ok := failed[impl]; ok && f[1] > 0 {
+			claims = fmt.Sprintf("%.3f", float64(f[0])/float64(f[1]))
+		}
+		fmt.Printf("%-31s  %-13s  %8.0f  %8.0f  %10s  %10s  %7.0f  %7s  %-18s  %s\n", impl, impl.Delivery(),
 			bench.Median(perSec[impl]), bench.Median(putsPerSec[impl]),
-			bench.Millis(bench.Percentile(take[impl], 50)), bench.Millis(bench.Percentile(take[impl], 99)), bench.Median(left[impl]), ratio)
+			bench.Millis(bench.Percentile(take[impl], 50)), bench.Millis(bench.Percentile(take[impl], 99)), bench.Median(left[impl]),
+			claims, vsFQ, vsFloor)
 	}
 	return nil
 }
 
-// scale measures fairqueue's consumer-scaling curve, prints it and writes
-// its CSV and PNG.
+// scale measures the consumer-scaling curve of fairqueue and the floor,
+// alternating them round by round, prints it and writes its CSV and PNG.
 func scale(ctx context.Context, b *queue.Bench, c config) error {
 	l := c.loop
-	fmt.Printf("Consumer scaling, fairqueue alone: %v of work per job (take, work, ack); %d rounds of %v warm-up + %v measured per consumer count;\n",
-		c.work, c.scaleRounds, l.Warmup, l.Duration)
+	fmt.Printf("Consumer scaling, %v: %v of work per job (take, work, ack); %d rounds of %v warm-up + %v measured per consumer count, alternating;\n",
+		c.scaleImpls, c.work, c.scaleRounds, l.Warmup, l.Duration)
 	fmt.Println("producers put only while fewer than the backlog target are pending. ideal: consumers / work;")
-	fmt.Println("min backlog: fewest items pending at any 2ms sample (0: consumers may have waited for producers)")
+	fmt.Println("min backlog: fewest items pending at any 2ms sample (0: consumers may have waited for producers);")
+	fmt.Println("failed: claim writes the server refused per item acked; /floor: median (min-max) of the ratio to the floor's round beside it")
 	var pts []queue.Point
+	type key struct {
+		impl queue.Impl
+		n    int
+	}
+	ratios := map[key][]float64{}
 	for _, n := range c.counts {
 		sl := queue.ScaleLoop{Consumers: n, Producers: c.scaleProducers, Backlog: c.scaleBacklog, Work: c.work,
 			Warmup: l.Warmup, Duration: l.Duration, Payload: l.Payload}
@@ -196,21 +303,37 @@ func scale(ctx context.Context, b *queue.Bench, c config) error {
 		if sl.Backlog == 0 {
 			sl.Backlog = max(200, 10*n)
 		}
-		var rs []queue.ScaleResult
+		rs := map[queue.Impl][]queue.ScaleResult{}
 		for r := range c.scaleRounds {
-			res, err := b.Scale(ctx, sl)
-			if err != nil {
-				return fmt.Errorf("scaling, %d consumers, round %d: %w", n, r+1, err)
+			order := slices.Concat(c.scaleImpls[r%len(c.scaleImpls):], c.scaleImpls[:r%len(c.scaleImpls)])
+			for _, impl := range order {
+				res, err := b.Scale(ctx, impl, sl)
+				if err != nil {
+					return fmt.Errorf("scaling, %s, %d consumers, round %d: %w", impl, n, r+1, err)
+				}
+				rs[impl] = append(rs[impl], res)
+				fmt.Fprintf(os.Stderr, "scaling: %s, %d consumers, round %d: %.0f acked/s, min backlog %d, failed claims/item %.3f\n",
+					impl, n, r+1, res.PerSec(), res.MinBacklog, res.FailedPerItem())
 			}
-			rs = append(rs, res)
-			fmt.Fprintf(os.Stderr, "scaling: %d consumers, round %d: %.0f acked/s, min backlog %d\n", n, r+1, res.PerSec(), res.MinBacklog)
+			for impl, f := range rs {
+				if fl := rs[queue.Floor]; impl != queue.Floor && len(f) > r && len(fl) > r {
+					ratios[key{impl, n}] = append(ratios[key{impl, n}], f[r].PerSec()/fl[r].PerSec())
+				}
+			}
 		}
-		pts = append(pts, queue.Summarize(rs))
+		for _, impl := range c.scaleImpls {
+			pts = append(pts, queue.Summarize(rs[impl]))
+		}
 	}
-	fmt.Printf("%9s  %9s  %7s  %8s  %8s  %8s  %10s  %10s  %11s\n", "consumers", "producers", "backlog", "acked/s", "ideal/s", "of ideal", "take p50", "take p99", "min backlog")
+	fmt.Printf("%-14s  %9s  %9s  %7s  %8s  %8s  %8s  %10s  %10s  %11s  %7s  %s\n", "impl", "consumers", "producers", "backlog",
+		"acked/s", "ideal/s", "of ideal", "take p50", "take p99", "min backlog", "failed", "/floor")
 	for _, p := range pts {
-		fmt.Printf("%9d  %9d  %7d  %8.0f  %8.0f  %7.0f%%  %10s  %10s  %11d\n", p.Consumers, p.Producers, p.Backlog,
-			p.PerSec, p.Ideal, 100*p.PerSec/p.Ideal, bench.Millis(p.TakeP50), bench.Millis(p.TakeP99), p.MinBacklog)
+		vs := ""
+		if rs := ratios[key{p.Impl, p.Consumers}]; len(rs) > 0 {
+			vs = bench.MedianRange(rs, 2)
+		}
+		fmt.Printf("%-14s  %9d  %9d  %7d  %8.0f  %8.0f  %7.0f%%  %10s  %10s  %11d  %7.3f  %s\n", p.Impl, p.Consumers, p.Producers, p.Backlog,
+			p.PerSec, p.Ideal, 100*p.PerSec/p.Ideal, bench.Millis(p.TakeP50), bench.Millis(p.TakeP99), p.MinBacklog, p.FailedPerItem, vs)
 	}
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		return err
@@ -225,7 +348,7 @@ func scale(ctx context.Context, b *queue.Bench, c config) error {
 		return err
 	}
 	pngPath := filepath.Join(c.out, "queue-scaling.png")
-	title := fmt.Sprintf("fairqueue: acked items/s by consumers, %v of work per job", c.work)
+	title := fmt.Sprintf("acked items/s by consumers, %v of work per job", c.work)
 	if err := queue.PlotPNG(pngPath, title, pts); err != nil {
 		return err
 	}

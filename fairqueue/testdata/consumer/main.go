@@ -1,6 +1,7 @@
 // Command consumer takes one job from a queue, prints its id and blocks
 // until killed: the child of the SIGKILL tests. Environment: FQ_ADDRS,
-// FQ_PATH, and FQ_TIMEOUT, the session timeout (default 2s).
+// FQ_PATH, FQ_TIMEOUT, the session timeout (default 2s), and FQ_WAIT: when
+// set, it prints "waiting" as it starts to take.
 package main
 
 import (
@@ -29,6 +30,9 @@ func main() {
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
+	}
+	if os.Getenv("FQ_WAIT") != "" {
+		fmt.Println("waiting") // and stands in line, for an item that does not come
 	}
 	j, err := q.Take(ctx)
 	if err != nil {

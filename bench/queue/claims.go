@@ -1,0 +1,173 @@
+package queue
+
+import (
+	"encoding/binary"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Claims counts the claim writes that clients send through its Dial (a
+// zk.Dialer), and those of them the server refused: a multi that creates
+// a node under a "/claims/" directory is a claim (fairqueue's and the
+// floor's), and one whose reply says it failed is a claim that lost. The
+// server logs a failed write as it does one that succeeds (a proposal,
+// a log append, a commit), so a lost claim costs as much as a won one.
+//
+// It reads the client's side of the protocol only: request frames for the
+// opcode and the multi's paths, reply frames for the xid, the error and a
+// multi's first result.
+type Claims struct {
+	sent, failed atomic.Int64
+}
+
+// Counts returns the claims sent and refused so far.
+func (c *Claims) Counts() (sent, failed int64) { return c.sent.Load(), c.failed.Load() }
+
+// Dial connects as net.DialTimeout does, through a counting conn.
+func (c *Claims) Dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	conn, err := net.DialTimeout(network, address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &countConn{Conn: conn, c: c, pending: map[int32]bool{}}, nil
+}
+
+// The opcodes read here, as ZooKeeper numbers them.
+const (
+	opCreate = 1
+	opMulti  = 14
+)
+
+// countConn follows one connection's frames both ways.
+type countConn struct {
+	net.Conn
+	c *Claims
+
+	mu      sync.Mutex
+	pending map[int32]bool // xids of claims sent and not answered
+	out, in frames
+}
+
+func (cc *countConn) Write(p []byte) (int, error) {
+	cc.mu.Lock()
+	cc.out.feed(p, 1<<20, func(first bool, body []byte) {
+		if first || len(body) < 8 {
+			return // the connect request
+		}
+		xid := int32(binary.BigEndian.Uint32(body))
+		if int32(binary.BigEndian.Uint32(body[4:])) == opMulti && createsClaim(body[8:]) {
+			cc.pending[xid] = true
+			cc.c.sent.Add(1)
+		}
+	})
+	cc.mu.Unlock()
+	return cc.Conn.Write(p)
+}
+
+func (cc *countConn) Read(p []byte) (int, error) {
+	n, err := cc.Conn.Read(p)
+	cc.mu.Lock()
+	cc.in.feed(p[:n], 16+4, func(first bool, head []byte) {
+		if first || len(head) < 16 {
+			return // the connect response
+		}
+		xid := int32(binary.BigEndian.Uint32(head))
+		if !cc.pending[xid] {
+			return
+		}
+		delete(cc.pending, xid)
+		// The reply header's error, or the first result of the multi: a
+		// failed multi answers every op with an error result (type -1).
+		if binary.BigEndian.Uint32(head[12:]) != 0 || len(head) >= 20 && int32(binary.BigEndian.Uint32(head[16:])) == -1 {
+			cc.c.failed.Add(1)
+		}
+	})
+	cc.mu.Unlock()
+	return n, err
+}
+
+// createsClaim reads a multi's ops, {type int32, done bool, err int32}
+// each followed by a body that starts with the path, and reports whether
+// one is a create under a claims directory. Only the first op is read: a
+// claim's multi starts with its create.
+func createsClaim(b []byte) bool {
+	if len(b) < 9+4 || int32(binary.BigEndian.Uint32(b)) != opCreate || b[4] != 0 {
+		return false
+	}
+	b = b[9:]
+	n := int(int32(binary.BigEndian.Uint32(b)))
+	if n < 0 || len(b) < 4+n {
+		return false
+	}
+	return strings.Contains(string(b[4:4+n]), "/claims/")
+}
+
+// frames splits a byte stream into frames (a 4-byte length, then the
+// body) and hands on the first bytes of each body, up to keep.
+type frames struct {
+	n      int
+	lenBuf [4]byte
+	lenN   int
+	left   int // body bytes still to come
+	head   []byte
+}
+
+func (f *frames) feed(p []byte, keep int, on func(first bool, head []byte)) {
+	for len(p) > 0 {
+		if f.left == 0 {
+			k := copy(f.lenBuf[f.lenN:], p)
+			f.lenN += k
+			p = p[k:]
+			if f.lenN < 4 {
+				return
+			}
+			f.lenN = 0
+			f.left = int(binary.BigEndian.Uint32(f.lenBuf[:]))
+			f.head = f.head[:0]
+			if f.left == 0 {
+				on(f.n == 0, nil)
+				f.n++
+			}
+			continue
+		}
+		k := min(len(p), f.left)
+		if room := keep - len(f.head); room > 0 {
+			f.head = append(f.head, p[:min(k, room)]...)
+		}
+		p, f.left = p[k:], f.left-k
+		if f.left == 0 {
+			on(f.n == 0, f.head)
+			f.n++
+		}
+	}
+}
+
+// during counts the claims of the window w: it takes the counts at its
+// start and at its end, and the function it returns (called once w is
+// over) gives what was sent and refused in between.
+func (c *Claims) during(w window) func() (sent, failed int64) {
+	var mu sync.Mutex
+	var s0, f0, s1, f1 int64
+	t0 := time.AfterFunc(time.Until(w.start), func() {
+		mu.Lock()
+		defer mu.Unlock()
+		s0, f0 = c.Counts()
+	})
+	t1 := time.AfterFunc(time.Until(w.end), func() {
+		mu.Lock()
+		defer mu.Unlock()
+		s1, f1 = c.Counts()
+	})
+	return func() (int64, int64) {
+		// Both fired by now (w is over); stopping is for a round that
+		// failed early.
+		t0.Stop()
+		t1.Stop()
+		mu.Lock()
+		defer mu.Unlock()
+		return max(0, s1-s0), max(0, f1-f0)
+	}
+}

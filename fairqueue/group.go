@@ -1,0 +1,116 @@
+package fairqueue
+
+import (
+	"context"
+	"runtime"
+	"sync"
+)
+
+// group is group commit: the requests of concurrent callers that arrive
+// while a batch is in flight go together in the next one. A caller alone
+// waits for nothing; one that comes while a batch is out waits for that
+// batch, then for its own: one round trip more than alone, at most. Callers
+// that put one item at a time so pay about one transaction per batch, not
+// one per item.
+//
+// do sends one batch (it may take several round trips: a request that
+// fails alone is answered so and the others sent again) and returns one
+// result per request; take says how many of the pending requests, oldest
+// first, go into the next batch (at least one); linger, when set and true
+// for a batch, lets other goroutines run once before the batch is made, so
+// that requests made at the same moment join it.
+type group[T, R any] struct {
+	do     func(batch []T) []R
+	take   func(pending []T) int
+	linger func(pending []T) bool
+
+	mu      sync.Mutex
+	pending []*call[T, R]
+	sending bool
+}
+
+type call[T, R any] struct {
+	in   T
+	out  R
+	done chan struct{}
+	sent bool // taken into a batch
+}
+
+// run sends ins with the next batch and returns their results. If ctx ends
+// first, it returns ctx's cause, and sent says whether they had gone out
+// (their outcome is then unknown; otherwise nothing was sent).
+func (g *group[T, R]) run(ctx context.Context, ins ...T) (outs []R, sent bool, err error) {
+	if ctx.Err() != nil {
+		return nil, false, context.Cause(ctx)
+	}
+	cs := make([]*call[T, R], len(ins))
+	g.mu.Lock()
+	for i, in := range ins {
+		cs[i] = &call[T, R]{in: in, done: make(chan struct{})}
+	}
+	g.pending = append(g.pending, cs...)
+	if !g.sending {
+		g.sending = true
+		go g.send()
+	}
+	g.mu.Unlock()
+	outs = make([]R, len(cs))
+	for i, c := range cs {
+		select {
+		case <-c.done:
+			outs[i] = c.out
+			continue
+		case <-ctx.Done():
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		sent = c.sent
+		if !sent {
+			for _, c := range cs[i:] {
+				for k, p := range g.pending {
+					if p == c {
+						g.pending = append(g.pending[:k], g.pending[k+1:]...)
+						break
+					}
+				}
+			}
+		}
+		return nil, sent || i > 0, context.Cause(ctx)
+	}
+	return outs, true, nil
+}
+
+// send sends batches until none is pending.
+func (g *group[T, R]) send() {
+	for lingered := false; ; {
+		g.mu.Lock()
+		if len(g.pending) == 0 {
+			g.sending = false
+			g.mu.Unlock()
+			return
+		}
+		ins := make([]T, len(g.pending))
+		for i, c := range g.pending {
+			ins[i] = c.in
+		}
+		if !lingered && g.linger != nil && g.linger(ins) {
+			g.mu.Unlock()
+			lingered = true
+			runtime.Gosched()
+			continue
+		}
+		lingered = false
+		n := max(1, min(g.take(ins), len(ins)))
+		batch := g.pending[:n:n]
+		g.pending = g.pending[n:]
+		for _, c := range batch {
+			c.sent = true
+		}
+		g.mu.Unlock()
+		outs := g.do(ins[:n])
+		for i, c := range batch {
+			c.out = outs[i]
+			close(c.done)
+		}
+	}
+}

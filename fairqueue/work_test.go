@@ -1,0 +1,234 @@
+package fairqueue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/fairqueue"
+)
+
+// work runs Work on q in the background until the test's clean-up, and
+// returns a function that stops it and returns its error.
+func work(t *testing.T, ctx context.Context, q *fairqueue.Queue, h fairqueue.Handler, opts ...fairqueue.WorkOption) func() error {
+	t.Helper()
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- q.Work(wctx, h, opts...) }()
+	var once sync.Once
+	var err error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			err = <-done
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// Work runs the handler on every job, several at once, acks what it
+// finished, and stands in line again in the multi of its acks: while jobs
+// wait, most creates that put its node in line ride with acks (one goes
+// alone when Work was served fewer jobs than it had handlers free, and
+// stands in line again for the others at once).
+func TestWorkAcksAndJoinsWithTheAcks(t *testing.T) {
+	srv := setup(t)
+	p := queuePath(t, srv.Addrs())
+	ctx := bg(t, 60*time.Second)
+	var w wire
+	q := fq(t, connect(t, srv.Addrs(), zkrecipes.WithDialer(w.Dial)), p)
+	ps := connect(t, srv.Addrs())
+	producer := fq(t, ps, p)
+	const n = 60
+	var mu sync.Mutex
+	done := map[string]int{}
+	all := make(chan struct{})
+	var batch [][]byte
+	for i := range n {
+		batch = append(batch, fmt.Appendf(nil, "%d", i))
+	}
+	_, err := producer.PutMany(ctx, batch)
+	require.NoError(t, err)
+	stop := work(t, ctx, q, func(ctx context.Context, j *fairqueue.Job) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if done[string(j.Data())]++; len(done) == n {
+			close(all)
+		}
+		return nil
+	}, fairqueue.WithHandlers(4))
+	select {
+	case <-all:
+	case <-time.After(liveWait):
+		t.Fatalf("%d of %d jobs done", len(done), n)
+	}
+	require.ErrorIs(t, stop(), context.Canceled)
+	for d, k := range done {
+		require.Equal(t, 1, k, "job %s done %d times", d, k)
+	}
+	_, err = producer.TryTake(ctx)
+	require.ErrorIs(t, err, fairqueue.ErrEmpty, "every job acked")
+	joinsAlone := w.count(func(m *sentMulti) bool { return m.has(1, "/line/") && !m.has(2, "/items/") })
+	joinsWithAcks := w.count(func(m *sentMulti) bool { return m.has(1, "/line/") && m.has(2, "/items/") })
+	t.Logf("joins: %d with acks, %d alone", joinsWithAcks, joinsAlone)
+	require.Greater(t, joinsWithAcks, joinsAlone, "joins that ride with acks")
+	require.Eventually(t, func() bool { return len(names(t, ps, p+"/line")) == 0 }, liveWait, 5*time.Millisecond,
+		"Work left its node in line")
+}
+
+// A handler's error gives the job back, held for the back-off, doubling
+// with each delivery; a panic is recovered and counts as an error; after
+// WithMaxAttempts deliveries the job goes to the dead letters.
+func TestWorkFailuresBackOffAndDie(t *testing.T) {
+	srv := setup(t)
+	p := queuePath(t, srv.Addrs())
+	ctx := bg(t, 60*time.Second)
+	q := fq(t, connect(t, srv.Addrs()), p, fairqueue.WithMaxAttempts(3))
+	id, err := q.Put(ctx, []byte("x"))
+	require.NoError(t, err)
+	const backoff = 200 * time.Millisecond
+	var mu sync.Mutex
+	var at []time.Time
+	var attempts []int
+	third := make(chan struct{})
+	stop := work(t, ctx, q, func(ctx context.Context, j *fairqueue.Job) error {
+		mu.Lock()
+		at, attempts = append(at, time.Now()), append(attempts, j.Attempt())
+		n := len(at)
+		mu.Unlock()
+		switch n {
+		case 1:
+			return errors.New("failed")
+		case 2:
+			panic("boom")
+		}
+		close(third)
+		return errors.New("failed again")
+	}, fairqueue.WithBackoff(backoff, time.Minute))
+	select {
+	case <-third:
+	case <-time.After(liveWait):
+		t.Fatal("the job was not delivered three times")
+	}
+	var dead []fairqueue.DeadLetter
+	require.Eventually(t, func() bool {
+		dead, err = q.DeadLetters(ctx)
+		return err == nil && len(dead) == 1
+	}, liveWait, 10*time.Millisecond)
+	require.ErrorIs(t, stop(), context.Canceled)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []int{1, 2, 3}, attempts)
+	require.GreaterOrEqual(t, at[1].Sub(at[0]), backoff, "held back after the error")
+	require.GreaterOrEqual(t, at[2].Sub(at[1]), 2*backoff, "held back twice as long after the panic")
+	require.Equal(t, id, dead[0].ID)
+	require.Equal(t, 3, dead[0].Attempts)
+	_, err = q.Requeue(ctx, id)
+	require.NoError(t, err)
+	drain(t, q, 1)
+}
+
+// When Work's ctx ends, it returns with ctx's cause once its handlers have
+// returned; a job whose handler was running is given back at once (no
+// back-off), and nothing of Work's stays in line.
+func TestWorkStopsAndGivesBack(t *testing.T) {
+	srv := setup(t)
+	p := queuePath(t, srv.Addrs())
+	ctx := bg(t, 60*time.Second)
+	q := fq(t, connect(t, srv.Addrs()), p)
+	other := connect(t, srv.Addrs())
+	id, err := q.Put(ctx, []byte("x"))
+	require.NoError(t, err)
+	running := make(chan struct{})
+	var calls atomic.Int32
+	stop := work(t, ctx, q, func(ctx context.Context, j *fairqueue.Job) error {
+		calls.Add(1)
+		close(running)
+		<-ctx.Done()
+		return ctx.Err()
+	}, fairqueue.WithHandlers(3), fairqueue.WithBackoff(time.Hour, time.Hour))
+	<-running
+	require.ErrorIs(t, stop(), context.Canceled)
+	j := takeWithin(t, fq(t, other, p), other, p, "the job given back")
+	require.Equal(t, id, j.ID())
+	require.Equal(t, 2, j.Attempt())
+	require.NoError(t, j.Ack(ctx))
+	require.Equal(t, int32(1), calls.Load())
+	require.Empty(t, names(t, other, p+"/line"))
+}
+
+// A handler whose job's claim is lost sees its ctx end, with ErrClaimLost.
+func TestWorkHandlerSeesClaimLost(t *testing.T) {
+	srv := setup(t)
+	p := queuePath(t, srv.Addrs())
+	ctx := bg(t, 60*time.Second)
+	q := fq(t, connect(t, srv.Addrs()), p)
+	other := connect(t, srv.Addrs())
+	_, err := q.Put(ctx, []byte("x"))
+	require.NoError(t, err)
+	lost := make(chan error, 2)
+	stop := work(t, ctx, q, func(hctx context.Context, j *fairqueue.Job) error {
+		if j.Attempt() > 1 {
+			return nil
+		}
+		require.NoError(t, other.Conn().Delete(p+"/claims/"+j.ID(), -1))
+		<-hctx.Done()
+		lost <- context.Cause(hctx)
+		return hctx.Err()
+	})
+	select {
+	case err := <-lost:
+		require.ErrorIs(t, err, fairqueue.ErrClaimLost)
+	case <-time.After(liveWait):
+		t.Fatal("the handler's ctx did not end with its claim")
+	}
+	require.Eventually(t, func() bool {
+		n, err := fq(t, other, p).Len(ctx)
+		return err == nil && n == 0 && len(names(t, other, p+"/claims")) == 0
+	}, liveWait, 10*time.Millisecond, "the job, delivered again, was done")
+	require.ErrorIs(t, stop(), context.Canceled)
+}
+
+func TestWorkBadInput(t *testing.T) {
+	srv := setup(t)
+	q := fq(t, connect(t, srv.Addrs()), queuePath(t, srv.Addrs()))
+	ctx := bg(t, 10*time.Second)
+	ok := func(context.Context, *fairqueue.Job) error { return nil }
+	for _, opts := range [][]fairqueue.WorkOption{
+		{fairqueue.WithHandlers(0)},
+		{fairqueue.WithBackoff(-time.Second, time.Second)},
+		{fairqueue.WithBackoff(time.Minute, time.Second)},
+	} {
+		require.ErrorIs(t, q.Work(ctx, ok, opts...), zkrecipes.ErrInvalidArgument)
+	}
+	require.ErrorIs(t, q.Work(ctx, nil), zkrecipes.ErrInvalidArgument)
+}
+
+// Work on a session that ends returns the session's error.
+func TestWorkSessionEnds(t *testing.T) {
+	srv := setup(t)
+	p := queuePath(t, srv.Addrs())
+	s := connect(t, srv.Addrs())
+	q := fq(t, s, p)
+	done := make(chan error, 1)
+	go func() {
+		done <- q.Work(bg(t, 30*time.Second), func(context.Context, *fairqueue.Job) error { return nil })
+	}()
+	require.Eventually(t, func() bool { return len(names(t, connect(t, srv.Addrs()), p+"/line")) == 1 }, liveWait, 5*time.Millisecond)
+	require.NoError(t, s.Close())
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, zkrecipes.ErrClosed)
+	case <-time.After(liveWait):
+		t.Fatal("Work did not return when its session ended")
+	}
+}
