@@ -96,7 +96,7 @@ test-docker:
 # must report lost updates and two holders at once, and unbroken they must
 # not. All three tests run whatever the first finds. Longer:
 # CHAOS_FOR=30m make chaos; some faults only:
-# CHAOS_FLAGS=-chaos.faults=isolate-follower.
+# CHAOS_FLAGS=-chaos.faults=isolate-follower (or kill-head,stop-head: the queue's head).
 CHAOS_FOR ?= 2m
 CHAOS_OUT ?= $(CURDIR)/chaos-out
 CHAOS_FLAGS ?=

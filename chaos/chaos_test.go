@@ -17,7 +17,7 @@ var (
 	out            = flag.String("chaos.out", "", "directory for summary.txt, register.html, events.jsonl, history.json, and a failed run's servers/")
 	clients        = flag.Int("chaos.clients", 5, "client processes")
 	session        = flag.Duration("chaos.session", 3*time.Second, "the clients' session timeout")
-	faults         = flag.String("chaos.faults", "all", "faults, comma-separated: all, kill-server, kill-leader, isolate-follower, isolate-leader, partition, freeze-client, stop-holder, kill-client")
+	faults         = flag.String("chaos.faults", "all", "faults, comma-separated: all, kill-server, kill-leader, isolate-follower, isolate-leader, partition, freeze-client, stop-holder, kill-client, kill-head, stop-head")
 	seed           = flag.Uint64("chaos.seed", 0, "nemesis seed (0: random)")
 	unfenced       = flag.Bool("chaos.unfenced", false, "break the mutex workload's fencing on purpose: TestChaos must then fail")
 	deaf           = flag.Bool("chaos.deaf", false, "make holders ignore Done on purpose: TestChaos must then fail")

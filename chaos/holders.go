@@ -26,10 +26,13 @@ type holders struct {
 	reads  chan int                   // slots that just read the register under the mutex
 	grants chan int                   // slots just granted the mutex
 	leases chan Holding               // leases (of any kind) just granted
+	// consumers are the queue consumers' sessions: session -> slot and
+	// incarnation.
+	consumers map[int64][2]int
 }
 
 func newHolders() *holders {
-	return &holders{by: map[int]map[string]Holding{}, reads: make(chan int, 1), grants: make(chan int, 1), leases: make(chan Holding, 1)}
+	return &holders{by: map[int]map[string]Holding{}, reads: make(chan int, 1), grants: make(chan int, 1), leases: make(chan Holding, 1), consumers: map[int64][2]int{}}
 }
 
 // note takes one event in.
@@ -42,6 +45,8 @@ func (h *holders) note(e record.Event) {
 	}
 	slot := h.by[e.P]
 	switch {
+	case e.K == record.Consumer:
+		h.consumers[e.Sid] = [2]int{e.P, e.Inc}
 	case e.K == record.Ready:
 		for k, x := range slot {
 			if x.Inc != e.Inc {
@@ -141,4 +146,13 @@ func (h *holders) forget(slot int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.by, slot)
+}
+
+// consumer returns the slot and incarnation of the process whose queue
+// consumer has session sid.
+func (h *holders) consumer(sid int64) (slot, inc int, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	x, ok := h.consumers[sid]
+	return x[0], x[1], ok
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes/chaos/record"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
@@ -30,11 +31,18 @@ const (
 	Freeze        = "freeze a client"    // its connections, past its session timeout, just after a grant
 	PauseProc     = "SIGSTOP a holder"   // past its session timeout, mid-hold (just after it read the register)
 	KillClient    = "kill -9 a client"   // then start a new one in its slot
+	// KillHead kills the process whose consumer stands at the head of the
+	// queue's line, the one that hands items out, then starts a new one in
+	// its slot: the consumer behind it must pass it over.
+	KillHead = "kill -9 the queue's head"
+	// StopHead stops it with SIGSTOP past its session timeout: frozen, it
+	// neither hands out nor leaves the line until its session ends.
+	StopHead = "SIGSTOP the queue's head"
 )
 
 // AllFaults is every kind run by default, in the order the summary lists
 // them.
-var AllFaults = []string{KillServer, KillLeader, IsolateFollower, IsolateLeader, Freeze, PauseProc, KillClient}
+var AllFaults = []string{KillServer, KillLeader, IsolateFollower, IsolateLeader, Freeze, PauseProc, KillClient, KillHead, StopHead}
 
 // faultNames are the kinds' names for flags (-chaos.faults).
 var faultNames = map[string]string{
@@ -46,11 +54,14 @@ var faultNames = map[string]string{
 	"freeze-client":    Freeze,
 	"stop-holder":      PauseProc,
 	"kill-client":      KillClient,
+	"kill-head":        KillHead,
+	"stop-head":        StopHead,
 }
 
 // ParseFaults turns a comma-separated list of fault names (kill-server,
 // kill-leader, isolate-follower, isolate-leader, partition, freeze-client,
-// stop-holder, kill-client; "all" for AllFaults) into kinds.
+// stop-holder, kill-client, kill-head, stop-head; "all" for AllFaults) into
+// kinds.
 func ParseFaults(list string) ([]string, error) {
 	var out []string
 	for name := range strings.SplitSeq(list, ",") {
@@ -89,6 +100,7 @@ type nemesis struct {
 	holdMax time.Duration // the longest a lease is held
 	kinds   []string
 	held    *holders
+	line    string // the queue's line directory, where consumers wait
 
 	faults []Fault
 	pauses []Pause
@@ -186,6 +198,35 @@ func (n *nemesis) inject(kind string) {
 		time.Sleep(d)
 		p.Signal(syscall.SIGCONT)
 		n.pauses = append(n.pauses, Pause{P: slot, Inc: p.Inc(), Start: start, End: record.Now()})
+	case KillHead, StopHead:
+		slot, node := n.head()
+		if slot < 0 {
+			n.t.Logf("chaos: %s: no consumer at the head of the line; skipped", kind)
+			return
+		}
+		p := n.cs.Get(slot)
+		if p == nil {
+			return
+		}
+		held := n.held.of(slot)
+		f.Target = fmt.Sprintf("client %d.%d at the head (%s), %s", slot, p.Inc(), node, describeHoldings("holding", held))
+		f.Start = record.Now()
+		if kind == StopHead {
+			d := n.past()
+			p.Signal(syscall.SIGSTOP)
+			time.Sleep(d)
+			p.Signal(syscall.SIGCONT)
+			n.pauses = append(n.pauses, Pause{P: slot, Inc: p.Inc(), Start: f.Start, End: record.Now()})
+			break
+		}
+		if inc := n.cs.Kill(slot); inc >= 0 {
+			n.deaths[[2]int{slot, inc}] = record.Now()
+		}
+		n.held.forget(slot)
+		time.Sleep(n.between(time.Second, 3*time.Second))
+		if _, err := n.cs.Start(slot); err != nil {
+			n.t.Logf("chaos: restart client %d: %v", slot, err)
+		}
 	case KillClient:
 		slot := n.target()
 		held := n.held.of(slot)
@@ -251,6 +292,40 @@ func (n *nemesis) isolated(kind string) (int, []Holding) {
 	}
 	return best, on(best)
 }
+
+// head waits (up to the longest hold) for a consumer of a live process to
+// stand at the head of the queue's line, and returns its slot and node; -1
+// if none came. The head is the line's lowest sequence number; its node's
+// owner is the consumer's session.
+func (n *nemesis) head() (int, string) {
+	conn, _, err := zk.Connect(n.cluster.Addrs(), 10*time.Second, zk.WithLogger(quiet{}))
+	if err != nil {
+		return -1, ""
+	}
+	defer conn.Close()
+	for deadline := time.Now().Add(n.holdMax + time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		nodes, _, err := conn.Children(n.line)
+		if err != nil || len(nodes) == 0 {
+			continue
+		}
+		seq := func(name string) string { return name[strings.LastIndexByte(name, '-')+1:] }
+		first := slices.MinFunc(nodes, func(a, b string) int { return strings.Compare(seq(a), seq(b)) })
+		_, st, err := conn.Exists(n.line + "/" + first)
+		if err != nil || st == nil {
+			continue
+		}
+		slot, inc, ok := n.held.consumer(st.EphemeralOwner)
+		if p := n.cs.Get(slot); ok && p != nil && p.Inc() == inc {
+			return slot, first
+		}
+	}
+	return -1, ""
+}
+
+// quiet drops go-zookeeper's log lines.
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}
 
 // leases counts the holdings of locks, permits and leaderships (not jobs).
 func leases(hs []Holding) int {

@@ -234,7 +234,7 @@ func Run(t *testing.T, cfg Config) *Result {
 	nem := &nemesis{
 		t: t, cluster: cluster, cs: cs, rng: mrand.New(mrand.NewPCG(cfg.Seed, 0)),
 		timeout: cfg.SessionTimeout, holdMax: cfg.HoldMax, kinds: cfg.Faults, held: held,
-		deaths: map[[2]int]int64{},
+		line: root + "/queue/line", deaths: map[[2]int]int64{},
 	}
 	t.Logf("chaos: %d servers %v, %d clients (%d pinned), faults for %v, seed %d", cfg.Servers, servers, cfg.Clients, min(max(cfg.Pinned, 0), cfg.Clients), cfg.For, cfg.Seed)
 	nem.run(time.Now().Add(cfg.For))

@@ -64,9 +64,12 @@ const (
 	PutOK  = "putok"  // D, ID
 	PutErr = "puterr" // D, Err, Unknown
 	Take   = "take"   // ID, D, N (attempt), Sid, Srv
-	Acking = "acking" // about to Ack: ID, D
-	Ack    = "ack"    // ID, D
-	AckErr = "ackerr" // ID, D, Err, Unknown
+	// A consumer's session began (it will stand in the queue's line): Sid,
+	// Srv. How the nemesis finds the process at the head of the line.
+	Consumer = "consumer"
+	Acking   = "acking" // about to Ack: ID, D
+	Ack      = "ack"    // ID, D
+	AckErr   = "ackerr" // ID, D, Err, Unknown
 
 	// A session of the process ended other than by its own Close: Sid, Err.
 	Ended = "ended"

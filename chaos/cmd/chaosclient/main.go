@@ -444,6 +444,7 @@ func (c *client) consume(ctx context.Context) {
 		if err != nil {
 			fail(err)
 		}
+		c.out.Emit(record.Event{W: record.Queue, K: record.Consumer, Sid: s.ID(), Srv: server(s)})
 		for ctx.Err() == nil {
 			tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			j, err := q.Take(tctx)
