@@ -21,10 +21,12 @@ import (
 // expire it, or closed), or when another client deletes or writes its node.
 // A disconnect that the session survives is not a loss.
 //
-// What it guarantees: the holder is told of a loss, through Done, Err and
-// Context, before any other contender can be granted the lock. What it
-// cannot: stop a holder that pauses past that point (a long GC, a stopped
-// VM). Make the protected resource refuse such a holder with Token, or, for
+// What it guarantees: the holder is told of the loss of its session, through
+// Done, Err and Context, before any other contender can be granted the lock.
+// A node deleted or written by another client is told when the watch fires,
+// which is when the next contender hears of it too: not before (do not touch
+// contenders' nodes). What it cannot: stop a holder that pauses past that
+// point (a long GC, a stopped VM). Make the protected resource refuse such a holder with Token, or, for
 // writes to ZooKeeper itself, with Guard.
 //
 // A write to the node by another client is noticed once the line has

@@ -70,6 +70,11 @@ func (el *Election) Run(ctx context.Context, value []byte, lead func(ctx context
 // serve calls lead under a context that ends with ctx or with the
 // leadership, whichever comes first, with the cause of that end.
 func (el *Election) serve(ctx context.Context, l *Leadership, lead func(context.Context) error) error {
+	if l.Context().Err() != nil {
+		// Lost between the grant and now: lead is never called without
+		// leadership. Run resigns (a no-op) and campaigns again.
+		return nil
+	}
 	lctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
