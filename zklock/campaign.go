@@ -24,9 +24,10 @@ import (
 // separate contender and only the lowest leads.
 //
 // What it guarantees: at most one Leadership of an election is held at any
-// time, as far as ZooKeeper knows; a leader whose session is over or whose
-// node is deleted is told (its Lease's Done, Err and Context) before another
-// campaigner can be elected; terms strictly increase over successive leaders.
+// time, as far as ZooKeeper knows; a leader whose session is over is told
+// (its Lease's Done, Err and Context) before another campaigner can be
+// elected, and one whose node another client deletes is told when the next
+// campaigner hears of it; terms strictly increase over successive leaders.
 // What it cannot guarantee: that a leader that pauses past its session
 // timeout stops acting. Fence what a leader writes with its term (Token) or,
 // for ZooKeeper itself, with Guard.
