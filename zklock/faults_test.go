@@ -632,3 +632,48 @@ func TestFaultCtxZklock(t *testing.T) {
 		return fs
 	})
 }
+
+// Both faults at once, on a release: its ctx ends (here before the call)
+// while its connection is cut and the client is kept from reconnecting.
+// While it is in flight, the release of the other kind is refused at once
+// with ErrSettled ("or is releasing it"), and the node is still there; once
+// the client is back, the release asked for happens by itself, never asked
+// again ("released in the background, across disconnects too").
+func TestFaultReleaseInFlight(t *testing.T) {
+	srv := setup(t)
+	ctx := bg(t)
+	d := &zktest.Dropper{}
+	// Long enough for the session to outlive the outage below.
+	s := d.Connect(t, srv.Addrs(), zkrecipes.WithSessionTimeout(30*time.Second))
+	other := connect(t, srv.Addrs())
+	path := lockPath(t, other)
+	el, err := zklock.NewElection(s, path)
+	require.NoError(t, err)
+	l, err := el.Campaign(ctx, nil)
+	require.NoError(t, err)
+
+	d.Pause()
+	t.Cleanup(d.Resume)
+	d.Arm(zktest.Match{Op: zktest.OpDelete, Path: path}, zktest.BeforeWrite)
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, l.Unlock(ended), context.Canceled, "Unlock with an ended ctx returns at once")
+	require.True(t, fired(d, 1, liveWait), "the release was sent, and cut off")
+	require.Len(t, children(t, other, path), 1, "the release cut off did not land")
+
+	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer rcancel()
+	require.ErrorIs(t, l.Resign(rctx), zklock.ErrSettled, "Resign while the Unlock is in flight")
+
+	d.Resume()
+	select {
+	case <-l.Done():
+	case <-time.After(liveWait):
+		t.Fatalf("the Unlock asked for never happened (nodes: %v)", children(t, other, path))
+	}
+	require.ErrorIs(t, l.Err(), zklock.ErrReleased)
+	require.Empty(t, children(t, other, path))
+	require.NoError(t, l.Unlock(ctx), "Unlock after Unlock")
+	require.ErrorIs(t, l.Resign(ctx), zklock.ErrSettled, "Resign after Unlock")
+	require.NoError(t, s.Err(), "the session lived through the outage")
+}
