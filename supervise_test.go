@@ -136,3 +136,87 @@ func TestSuperviseReturns(t *testing.T) {
 		zkrecipes.WithSessionTimeout(-1))
 	require.ErrorIs(t, err, zkrecipes.ErrInvalidArgument)
 }
+
+// There are never two live Sessions of one Supervise: once a session is
+// lost, the next is made only after run has returned. Here run goes on for
+// a while after its ctx ends (as a slow clean-up does); the next call of
+// run must find the previous one returned, and its Session over.
+func TestSuperviseNeverTwoSessionsAtOnce(t *testing.T) {
+	srv := setup(t)
+	var fz zktest.Freezer
+	defer fz.Thaw()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		prev     *zkrecipes.Session
+		returned bool // the previous run has returned
+		overlaps []string
+	)
+	ended := make(chan struct{}, 1) // the first run's ctx ended
+	finish := make(chan struct{})   // lets the first run return
+	calls := make(chan int64, 4)
+	done := make(chan error, 1)
+	go func() {
+		done <- zkrecipes.Supervise(ctx, srv.Addrs(), func(rctx context.Context, s *zkrecipes.Session) error {
+			mu.Lock()
+			first := prev == nil
+			if !first {
+				if !returned {
+					overlaps = append(overlaps, "run called again while the previous run had not returned")
+				}
+				select {
+				case <-prev.Done():
+				default:
+					overlaps = append(overlaps, "run called with a new Session while the previous one lived")
+				}
+			}
+			prev, returned = s, false
+			mu.Unlock()
+			calls <- s.ID()
+			<-rctx.Done()
+			if first {
+				ended <- struct{}{}
+				<-finish // a slow clean-up
+			}
+			mu.Lock()
+			returned = true
+			mu.Unlock()
+			return context.Cause(rctx)
+		}, zkrecipes.WithDialer(fz.Dial), zkrecipes.WithSessionTimeout(2*time.Second))
+	}()
+	next := func() int64 {
+		t.Helper()
+		select {
+		case id := <-calls:
+			return id
+		case <-time.After(30 * time.Second):
+			t.Fatal("run was not called")
+			return 0
+		}
+	}
+	first := next()
+	fz.Freeze() // past the timeout: the Session gives itself up
+	select {
+	case <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("run's ctx did not end with its session")
+	}
+	fz.Thaw()
+	// While run is busy, Supervise must not connect again: a call of run
+	// now is a second live Session. Give it time to show itself (the
+	// back-off's first step is 100 ms), then let run return.
+	select {
+	case <-calls:
+		t.Error("run called again while the previous run was still running")
+		close(finish)
+	case <-time.After(2 * time.Second):
+		close(finish)
+		require.NotEqual(t, first, next())
+	}
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Empty(t, overlaps)
+}

@@ -690,3 +690,48 @@ func other0(ids []string, id string) string {
 	}
 	return ids[0]
 }
+
+// Both faults at once, on an Ack: its ctx ends (here before the call) while
+// its connection is cut and the client is kept from reconnecting. While it
+// is in flight, a Nack is refused at once with ErrSettled ("or is being
+// settled"), and the item and its claim are still there; once the client is
+// back, the ack goes on by itself until it is applied, never asked again:
+// the item is gone, not delivered again.
+func TestFaultSettleInFlight(t *testing.T) {
+	srv := setup(t)
+	ctx := bg(t, 60*time.Second)
+	d := &zktest.Dropper{}
+	// Long enough for the session to outlive the outage below.
+	s := d.Connect(t, srv.Addrs(), zkrecipes.WithSessionTimeout(30*time.Second))
+	other := connect(t, srv.Addrs())
+	p := queuePath(t, srv.Addrs())
+	q := fq(t, s, p)
+	_, err := q.Put(ctx, []byte("x"))
+	require.NoError(t, err)
+	j, err := q.Take(ctx)
+	require.NoError(t, err)
+
+	d.Pause()
+	t.Cleanup(d.Resume)
+	d.Arm(zktest.Match{Op: zktest.OpMulti, Path: p + "/claims/"}, zktest.BeforeWrite)
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	err = j.Ack(ended)
+	require.ErrorIs(t, err, fairqueue.ErrOutcomeUnknown, "Ack with an ended ctx returns at once")
+	require.ErrorIs(t, err, context.Canceled)
+	require.True(t, fired(d, 1, liveWait), "the ack was sent, and cut off")
+	require.Len(t, names(t, other, p+"/claims"), 1, "the ack cut off did not land")
+
+	nctx, ncancel := context.WithTimeout(ctx, 10*time.Second)
+	defer ncancel()
+	require.ErrorIs(t, j.Nack(nctx), fairqueue.ErrSettled, "Nack while the Ack is in flight")
+
+	d.Resume()
+	require.Eventually(t, func() bool { return len(names(t, other, p+"/claims")) == 0 }, liveWait, 5*time.Millisecond,
+		"the Ack asked for never happened")
+	_, err = fq(t, other, p).TryTake(ctx)
+	require.ErrorIs(t, err, fairqueue.ErrEmpty, "the acked item is gone")
+	require.NoError(t, j.Ack(ctx), "Ack after Ack")
+	require.ErrorIs(t, j.Nack(ctx), fairqueue.ErrSettled, "Nack after Ack")
+	require.NoError(t, s.Err(), "the session lived through the outage")
+}

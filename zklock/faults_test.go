@@ -474,15 +474,23 @@ var lockScenarios = []scenario{
 			fctx, cancel := f.ctx(ctx)
 			defer cancel()
 			f.arm(e)
-			err = h.lead.Proclaim(fctx, []byte("proclaimed"))
-			require.NotErrorIs(t, err, zklock.ErrNotLeader, "Proclaim with a %v", f)
+			perr := h.lead.Proclaim(fctx, []byte("proclaimed"))
+			require.NotErrorIs(t, perr, zklock.ErrNotLeader, "Proclaim with a %v", f)
 			f.settle(e) // the monitor's read comes after the write
 			hit := f.hit(e)
 			e.d.Disarm()
 			requireHeld(t, h, fmt.Sprintf("after a Proclaim with a %v", f))
-			require.NoError(t, h.lead.Proclaim(ctx, []byte("again")), "Proclaim after one with a %v", f)
 			el, err := zklock.NewElection(e.other, e.path)
 			require.NoError(t, err)
+			if _, byCtx := f.(ctxFault); !byCtx {
+				// Its ctx lives on: a write cut off is looked at once the
+				// client is back, and sent again if it did not land.
+				require.NoError(t, perr, "Proclaim with a %v", f)
+				ld, err := el.Leader(ctx)
+				require.NoError(t, err)
+				require.Equal(t, "proclaimed", string(ld.Value), "the value after a Proclaim with a %v", f)
+			}
+			require.NoError(t, h.lead.Proclaim(ctx, []byte("again")), "Proclaim after one with a %v", f)
 			ld, err := el.Leader(ctx)
 			require.NoError(t, err)
 			require.Equal(t, h.Path(), ld.Path)
@@ -623,4 +631,49 @@ func TestFaultCtxZklock(t *testing.T) {
 		}
 		return fs
 	})
+}
+
+// Both faults at once, on a release: its ctx ends (here before the call)
+// while its connection is cut and the client is kept from reconnecting.
+// While it is in flight, the release of the other kind is refused at once
+// with ErrSettled ("or is releasing it"), and the node is still there; once
+// the client is back, the release asked for happens by itself, never asked
+// again ("released in the background, across disconnects too").
+func TestFaultReleaseInFlight(t *testing.T) {
+	srv := setup(t)
+	ctx := bg(t)
+	d := &zktest.Dropper{}
+	// Long enough for the session to outlive the outage below.
+	s := d.Connect(t, srv.Addrs(), zkrecipes.WithSessionTimeout(30*time.Second))
+	other := connect(t, srv.Addrs())
+	path := lockPath(t, other)
+	el, err := zklock.NewElection(s, path)
+	require.NoError(t, err)
+	l, err := el.Campaign(ctx, nil)
+	require.NoError(t, err)
+
+	d.Pause()
+	t.Cleanup(d.Resume)
+	d.Arm(zktest.Match{Op: zktest.OpDelete, Path: path}, zktest.BeforeWrite)
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, l.Unlock(ended), context.Canceled, "Unlock with an ended ctx returns at once")
+	require.True(t, fired(d, 1, liveWait), "the release was sent, and cut off")
+	require.Len(t, children(t, other, path), 1, "the release cut off did not land")
+
+	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer rcancel()
+	require.ErrorIs(t, l.Resign(rctx), zklock.ErrSettled, "Resign while the Unlock is in flight")
+
+	d.Resume()
+	select {
+	case <-l.Done():
+	case <-time.After(liveWait):
+		t.Fatalf("the Unlock asked for never happened (nodes: %v)", children(t, other, path))
+	}
+	require.ErrorIs(t, l.Err(), zklock.ErrReleased)
+	require.Empty(t, children(t, other, path))
+	require.NoError(t, l.Unlock(ctx), "Unlock after Unlock")
+	require.ErrorIs(t, l.Resign(ctx), zklock.ErrSettled, "Resign after Unlock")
+	require.NoError(t, s.Err(), "the session lived through the outage")
 }
