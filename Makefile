@@ -7,8 +7,13 @@
 ZK ?= 127.0.0.1:2181
 GO ?= go
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
+# The modules: the library (.), and apart from it what only tests and tools
+# need, so that the library's importers never get their dependencies: the
+# chaos suite, zktest's Docker source (testcontainers-go), the benchmarks,
+# and the consumer that make lean builds.
+MODULES = . chaos zktest/docker bench .ci/consumer
 
-.PHONY: demo test zk-up zk-down lint bench interop
+.PHONY: demo test zk-up zk-down lint lean bench interop
 
 zk-up:
 	bash scripts/zk-up.sh $(ZK)
@@ -24,18 +29,36 @@ demo: zk-up
 # race inside go-zookeeper v1.0.4 itself).
 test: zk-up
 	$(GO) test -race -timeout 15m ./...
+	cd chaos && $(GO) test -race -timeout 15m ./...
+	cd zktest/docker && $(GO) test -race -timeout 15m ./...
 	$(GO) test -count=1 -timeout 10m -run 'TestLeaderKilledMidRun|TestSessionSurvivesServerRestart|TestSuperviseElectionThroughEnsembleRestart' .
 	$(GO) test -count=1 -timeout 10m -run 'TestQueueSurvivesFaults' ./fairqueue/
 
+# gofmt over the whole tree; go mod tidy -diff, go vet and staticcheck in
+# each module.
 lint:
 	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt: files above need formatting" && exit 1)
-	$(GO) mod tidy -diff
-	cd bench && $(GO) mod tidy -diff
-	$(GO) vet ./...
-	cd bench && $(GO) vet ./...
 	test -x $(STATICCHECK) || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
-	$(STATICCHECK) ./...
-	cd bench && $(STATICCHECK) ./...
+	@set -e; for m in $(MODULES); do \
+		echo "lint: module $$m"; \
+		(cd $$m && $(GO) mod tidy -diff && $(GO) vet ./... && $(STATICCHECK) ./...); \
+	done
+
+# Issue 19, a lean import: a service that imports only zklock and fairqueue
+# (.ci/consumer) builds with the oldest Go the module supports, and its
+# go.sum names none of Docker's, moby's or testcontainers' modules; the
+# root module, tests included, vets with that Go too (no newer API).
+# GOTOOLCHAIN without +auto: a go line above it fails instead of switching.
+LEAN_GO ?= go1.25.0
+lean:
+	cd .ci/consumer && GOTOOLCHAIN=$(LEAN_GO) $(GO) version
+	cd .ci/consumer && GOTOOLCHAIN=$(LEAN_GO) $(GO) mod tidy -diff
+	cd .ci/consumer && GOTOOLCHAIN=$(LEAN_GO) $(GO) build -o /dev/null .
+	GOTOOLCHAIN=$(LEAN_GO) $(GO) vet ./...
+	@if grep -Ei 'docker|moby|testcontainers' .ci/consumer/go.sum; then \
+		echo "lean: .ci/consumer/go.sum names the modules above: the recipes pull in Docker's"; exit 1; \
+	fi
+	@echo "lean: .ci/consumer builds with $(LEAN_GO); its go.sum has $$(cut -d' ' -f1 .ci/consumer/go.sum | sort -u | wc -l) modules, none of Docker's, moby's or testcontainers'"
 
 # Side by side with go-zookeeper's zk.Lock on one server, alternating rounds.
 bench: zk-up
@@ -75,8 +98,9 @@ interop:
 # docker.io when missing), installs compose when missing (as root, on
 # either engine), builds the local stand-in for zookeeper:3.8 when
 # the image is missing (scripts/zk-image.sh, cached in Docker's image store),
-# runs zktest's and zklock's tests through testcontainers-go, then the recipe
-# tests against docker-compose.yml's 3-server ensemble, and leaves no
+# runs zktest/docker's tests, then zktest's and zklock's against a container
+# of zktest/docker's (zkcontainer), all through testcontainers-go, then the
+# recipe tests against docker-compose.yml's 3-server ensemble, and leaves no
 # container behind.
 .PHONY: test-docker
 test-docker:
@@ -97,15 +121,16 @@ test-docker:
 # not. All three tests run whatever the first finds. Longer:
 # CHAOS_FOR=30m make chaos; some faults only:
 # CHAOS_FLAGS=-chaos.faults=isolate-follower (or kill-head,stop-head: the queue's head).
+# chaos/ is a module of its own: the tests run from there.
 CHAOS_FOR ?= 2m
 CHAOS_OUT ?= $(CURDIR)/chaos-out
 CHAOS_FLAGS ?=
 .PHONY: chaos
 chaos:
-	@status=0; \
-	$(GO) test -count=1 -timeout 0 -run '^TestChaos$$' -v ./chaos -chaos.for=$(CHAOS_FOR) -chaos.out=$(CHAOS_OUT) $(CHAOS_FLAGS) || status=1; \
-	$(GO) test -count=1 -timeout 0 -run '^TestCheckerCatchesUnfencedWrites$$' -v ./chaos -chaos.selftest -chaos.out=$(CHAOS_OUT) || status=1; \
-	$(GO) test -count=1 -timeout 10m -run '^TestUnlockAfterLossReportsLoss$$' -v ./chaos -chaos.findings || status=1; \
+	@status=0; cd chaos || exit 1; \
+	$(GO) test -count=1 -timeout 0 -run '^TestChaos$$' -v . -chaos.for=$(CHAOS_FOR) -chaos.out=$(CHAOS_OUT) $(CHAOS_FLAGS) || status=1; \
+	$(GO) test -count=1 -timeout 0 -run '^TestCheckerCatchesUnfencedWrites$$' -v . -chaos.selftest -chaos.out=$(CHAOS_OUT) || status=1; \
+	$(GO) test -count=1 -timeout 10m -run '^TestUnlockAfterLossReportsLoss$$' -v . -chaos.findings || status=1; \
 	exit $$status
 
 # The seeds' comparison, run (bench/fencing_test.go): redsync on one Redis,

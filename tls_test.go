@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -121,18 +120,18 @@ func TestTLS(t *testing.T) {
 		cfg := files.ClientConfig()
 		cfg.RootCAs = x509.NewCertPool() // trusts nobody
 		err := refused(t, []string{addr}, cfg)
-		_, ok := errors.AsType[x509.UnknownAuthorityError](err)
-		require.True(t, ok, "want an x509.UnknownAuthorityError in %v", err)
-		_, ok = errors.AsType[*tls.CertificateVerificationError](err)
-		require.True(t, ok, "want a *tls.CertificateVerificationError in %v", err)
+		var unknown x509.UnknownAuthorityError
+		require.ErrorAs(t, err, &unknown)
+		var verify *tls.CertificateVerificationError
+		require.ErrorAs(t, err, &verify)
 	})
 
 	t.Run("WrongName", func(t *testing.T) {
 		cfg := files.ClientConfig()
 		cfg.ServerName = "zookeeper.example.com"
 		err := refused(t, []string{addr}, cfg)
-		_, ok := errors.AsType[x509.HostnameError](err)
-		require.True(t, ok, "want an x509.HostnameError in %v", err)
+		var hostname x509.HostnameError
+		require.ErrorAs(t, err, &hostname)
 	})
 
 	// Connect gives up once every server has refused; a server that cannot
@@ -158,8 +157,8 @@ func TestTLS(t *testing.T) {
 		_, err := zkrecipes.Connect(ctx, servers, zkrecipes.WithTLS(cfg), dialer)
 		t.Logf("after %v: %v", time.Since(begin).Round(time.Millisecond), err)
 		require.Less(t, time.Since(begin), prompt)
-		_, ok := errors.AsType[x509.UnknownAuthorityError](err)
-		require.True(t, ok, "want an x509.UnknownAuthorityError in %v", err)
+		var unknown x509.UnknownAuthorityError
+		require.ErrorAs(t, err, &unknown)
 		require.Contains(t, err.Error(), "all 2 addresses")
 	})
 	t.Run("UnknownCA/OneServerDown", func(t *testing.T) {
@@ -183,8 +182,8 @@ func TestTLS(t *testing.T) {
 			cfg.Certificates = nil
 			cfg.MinVersion, cfg.MaxVersion = ver.v, ver.v
 			err := refused(t, []string{addr}, cfg)
-			op, ok := errors.AsType[*net.OpError](err)
-			require.True(t, ok, "want the server's TLS alert in %v", err)
+			var op *net.OpError
+			require.ErrorAs(t, err, &op, "want the server's TLS alert")
 			require.Equal(t, "remote error", op.Op)
 			require.Contains(t, err.Error(), "certificate")
 		})

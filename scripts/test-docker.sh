@@ -14,9 +14,12 @@
 #  2. The image zookeeper:3.8: the one there (official, or the stand-in
 #     cached by an earlier run), else scripts/zk-image.sh builds the stand-in
 #     (as root, debootstrap is installed for it when missing).
-#  3. testcontainers-go: zktest's tests and zklock's, with no ZK_CONNECT, so
-#     that zktest.Start runs a container (TESTCONTAINERS_RYUK_DISABLED=true
-#     unless set: zktest removes its containers itself).
+#  3. testcontainers-go, with no ZK_CONNECT: the tests of zktest/docker (a
+#     module of its own), whose shared server is a container; then zktest's
+#     tests and zklock's, whose modules have no Docker dependency, against
+#     a container that zktest/docker's zkcontainer starts for them in
+#     ZK_CONNECT (TESTCONTAINERS_RYUK_DISABLED=true unless set: zktest/docker
+#     removes its containers itself).
 #  4. docker-compose.yml: scripts/zk-up.sh brings up the 3-server ensemble
 #     (client ports 2181-2183, or 2281-2283 when those are taken, e.g. by the
 #     local server `make test` leaves), the recipe tests run against it with
@@ -185,17 +188,22 @@ fi
 bash scripts/zk-image.sh
 
 # 3. testcontainers-go.
-step "testcontainers: zktest, zklock"
-say "go test ./zktest/ ./zklock/ through testcontainers-go (no ZK_CONNECT; TESTCONTAINERS_RYUK_DISABLED=$TESTCONTAINERS_RYUK_DISABLED)"
+step "testcontainers: zktest/docker, zktest, zklock"
+say "go test ./... in zktest/docker through testcontainers-go (no ZK_CONNECT; TESTCONTAINERS_RYUK_DISABLED=$TESTCONTAINERS_RYUK_DISABLED)"
 since=$(date +%s)
 unset ZK_CONNECT
-gotest "./zktest/ ./zklock/" -timeout 15m || die "tests failed through testcontainers-go"
-# Each test binary must have run its shared server in a container: one for
-# zktest, one for zklock, one for the child of zktest's kill -9 test.
+(cd zktest/docker && gotest ./... -timeout 15m) || die "zktest/docker's tests failed"
+bindir=$(mktemp -d)
+"$GO" -C zktest/docker build -o "$bindir/zkcontainer" ./cmd/zkcontainer
+say "zkcontainer go test ./zktest/ ./zklock/: against a container in ZK_CONNECT"
+"$bindir/zkcontainer" "$GO" test -count=1 -timeout 15m ./zktest/ ./zklock/ || die "tests failed against zkcontainer's container"
+rm -rf "$bindir"
+# Each must have run its server in a container: one for zktest/docker's
+# test binary, one for the child of its kill -9 test, one for zkcontainer.
 started=$(docker events --since "$since" --until "$(date +%s)" --filter type=container --filter event=start \
 	--filter label=org.zkrecipes.zktest.owner --format '{{.Actor.Attributes.name}}')
 say "containers zktest started: ${started//$'\n'/ }"
-(($(wc -w <<<"$started") >= 3)) || die "fewer containers than test binaries: the tests did not take the Docker path"
+(($(wc -w <<<"$started") >= 3)) || die "fewer containers than expected: the tests did not take the Docker path"
 
 # 4. docker-compose.yml.
 step "compose: up"

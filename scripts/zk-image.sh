@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # zk-image.sh - build a LOCAL STAND-IN for the official zookeeper:3.8 image.
 #
-# You probably do not need this. zktest and docker-compose.yml are written
+# You probably do not need this. zktest/docker and docker-compose.yml are written
 # for the official image: `docker pull zookeeper:3.8` from Docker Hub, or
 # from your registry's mirror of it, is all a real user needs. This script
 # is for machines that reach Debian's package archive but no image registry

@@ -34,7 +34,7 @@ type Cluster struct {
 // StartCluster starts n ZooKeeper servers (n >= 1) forming one ensemble on
 // 127.0.0.1 and returns once every server serves requests and one of them is
 // the leader. The servers use a local installation (see the package doc;
-// ZK_CONNECT and Docker are not used because servers must be killed and
+// ZK_CONNECT and Sources are not used because servers must be killed and
 // restarted); the test is skipped when there is none.
 //
 // The servers belong to the test: at t.Cleanup they are killed with SIGKILL

@@ -11,20 +11,20 @@
 //
 //  1. The ensemble named by the environment variable ZK_CONNECT
 //     (comma-separated host:port list). zktest does not manage it.
-//  2. A container of the official zookeeper:3.8 image, started with
-//     testcontainers-go when a Docker engine answers. The container lives as
-//     long as the test binary: a watchdog process of zktest's removes it when
-//     the binary exits, however it exits (kill -9 too), so testcontainers'
-//     reaper (Ryuk) is not needed (TESTCONTAINERS_RYUK_DISABLED=true where
-//     its image cannot be pulled). Containers whose test binary is gone are
-//     swept at the next start.
-//  3. A locally installed ZooKeeper, run as a child JVM
+//  2. A locally installed ZooKeeper, run as a child JVM
 //     (org.apache.zookeeper.server.quorum.QuorumPeerMain) on a free
 //     127.0.0.1 port with its data under os.TempDir()/zktest-<pid>.
 //
+// [StartFrom] and [MainFrom] try a [Source] of their caller's between the
+// two. A container of the official zookeeper:3.8 image, started with
+// testcontainers-go when a Docker engine answers, is such a source: it is
+// in the module github.com/zkrecipes/zkrecipes/zktest/docker, kept apart so
+// that neither this package nor the recipes bring Docker's modules into
+// their importers' builds.
+//
 // [StartCluster] and [StartPrivate] always use a local installation, because
 // they must kill -9 and restart servers with the same data directory and
-// ports; they ignore ZK_CONNECT and Docker.
+// ports; they ignore ZK_CONNECT and any Source.
 //
 // When nothing is available the test is skipped with t.Skip.
 //

@@ -16,11 +16,16 @@ import (
 // sources [Start] uses) and puts its address in ZK_CONNECT, so examples and
 // tests use the same server. With no server to be had it skips the examples
 // (-skip '^Example') and says so, as Start skips tests.
-func Main(m *testing.M) int {
+func Main(m *testing.M) int { return MainFrom(m, nil) }
+
+// MainFrom is [Main], with the shared server started as [StartFrom] starts
+// it: ZK_CONNECT, else src, else a local installation. Every Start and
+// StartFrom of the test binary then returns that server.
+func MainFrom(m *testing.M, src Source) int {
 	flag.Parse()
 	shared.mu.Lock()
 	if !shared.started {
-		shared.srv, shared.skip, shared.err = startShared()
+		shared.srv, shared.skip, shared.err = startShared(src)
 		shared.started = true
 	}
 	srv, skip, err := shared.srv, shared.skip, shared.err

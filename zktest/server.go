@@ -21,7 +21,7 @@ import (
 type Server struct {
 	t       testing.TB
 	addrs   []string
-	logFile string // "" when zktest has no log (ZK_CONNECT, Docker)
+	logFile string // "" when zktest has no log (ZK_CONNECT, a Source)
 	from    string // where the server comes from, for messages
 	secure  string // the TLS address ("" without WithTLS)
 
@@ -45,7 +45,7 @@ func (s *Server) Addrs() []string { return append([]string(nil), s.addrs...) }
 func (s *Server) SecureAddr() string { return s.secure }
 
 // LogFile returns the path of the server's log file, or "" when zktest does
-// not run the server itself (ZK_CONNECT, Docker).
+// not run the server itself (ZK_CONNECT, a [Source]).
 func (s *Server) LogFile() string { return s.logFile }
 
 // Stop kills a server made by [StartPrivate] with SIGKILL and returns once
@@ -180,12 +180,31 @@ var shared struct {
 }
 
 // errNoServer is the reason for skipping when no server can be had.
-var errNoServer = errors.New("zktest: no ZooKeeper available: set ZK_CONNECT, run Docker, or `apt-get install zookeeper`")
+var errNoServer = errors.New("zktest: no ZooKeeper available: set ZK_CONNECT, or `apt-get install zookeeper`")
+
+// ErrUnavailable is returned (wrapped) by a [Source] that has no server to
+// offer, e.g. because no Docker engine answers: the shared server then
+// comes from a local installation.
+var ErrUnavailable = errors.New("zktest: source unavailable")
+
+// A Source starts the shared server of a test binary for [StartFrom] and
+// [MainFrom], which call it at most once per test binary, under a lock. It
+// returns the server's client addresses and where the server comes from,
+// for messages ("Docker image zookeeper:3.8"). The server must outlive
+// every test of the binary and must not outlive the binary: the Source
+// arranges its removal, as zktest does for its local server (see the
+// package doc). With no server to offer it returns an error wrapping
+// [ErrUnavailable]; any other error fails the tests.
+//
+// The Docker source, which brings testcontainers-go and the Docker client
+// with it, lives in a module of its own, so that this package does not:
+// github.com/zkrecipes/zkrecipes/zktest/docker.
+type Source func() (addrs []string, from string, err error)
 
 // Start returns the ZooKeeper shared by every test of this test binary,
 // starting it on first use; concurrent first calls wait for one start. The
-// server comes from ZK_CONNECT, else Docker, else a local installation (see
-// the package doc); without any, the test is skipped.
+// server comes from ZK_CONNECT, else a local installation (see the package
+// doc); without either, the test is skipped.
 //
 // Tests must not assume an empty tree: they share the server, so each
 // should work under a znode path of its own. The server cannot be stopped
@@ -193,10 +212,21 @@ var errNoServer = errors.New("zktest: no ZooKeeper available: set ZK_CONNECT, ru
 // server locally, the end of the server log is printed.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return StartFrom(t, nil)
+}
+
+// StartFrom is [Start], with src tried between ZK_CONNECT and a local
+// installation when the shared server is not started yet. The first call
+// of Start, StartFrom or [MainFrom] in a test binary decides where the
+// shared server comes from; later calls return that server whatever their
+// src. So every test of a binary should call StartFrom with the same src,
+// or TestMain should call MainFrom. A nil src is Start.
+func StartFrom(t testing.TB, src Source) *Server {
+	t.Helper()
 	shared.mu.Lock()
 	if !shared.started {
 		begin := time.Now()
-		shared.srv, shared.skip, shared.err = startShared()
+		shared.srv, shared.skip, shared.err = startShared(src)
 		shared.started = true
 		if shared.err == nil && shared.skip == "" {
 			t.Logf("zktest: shared ZooKeeper %v ready in %v (%s)", shared.srv.addrs, time.Since(begin).Round(time.Millisecond), shared.srv.from)
@@ -229,9 +259,10 @@ type origin struct {
 	from    string // for messages
 }
 
-// startShared finds or starts the shared server. It returns either the
-// server, or a reason to skip, or an error. Called with shared.mu held.
-func startShared() (origin, string, error) {
+// startShared finds or starts the shared server: ZK_CONNECT, else src
+// (when not nil), else a local installation. It returns either the server,
+// or a reason to skip, or an error. Called with shared.mu held.
+func startShared(src Source) (origin, string, error) {
 	if env := os.Getenv("ZK_CONNECT"); strings.TrimSpace(env) != "" {
 		var addrs []string
 		for a := range strings.SplitSeq(env, ",") {
@@ -241,15 +272,24 @@ func startShared() (origin, string, error) {
 		}
 		return origin{addrs: addrs, from: "ZK_CONNECT"}, "", nil
 	}
-	if dockerAvailable() {
-		addr, err := startDocker()
-		if err != nil {
+	var unavailable error // src's reason, for the message when nothing else serves
+	if src != nil {
+		addrs, from, err := src()
+		switch {
+		case err == nil && len(addrs) == 0:
+			return origin{}, "", fmt.Errorf("zktest: source %s gave no address", from)
+		case err == nil:
+			return origin{addrs: addrs, from: from}, "", nil
+		case !errors.Is(err, ErrUnavailable):
 			return origin{}, "", err
 		}
-		return origin{addrs: []string{addr}, from: "Docker image " + dockerImage}, "", nil
+		unavailable = err
 	}
 	li, err := findLocal()
 	if errors.Is(err, errNoLocal) {
+		if unavailable != nil {
+			err = fmt.Errorf("%w; %w", unavailable, err)
+		}
 		return origin{}, fmt.Sprintf("%v (%v)", errNoServer, err), nil
 	}
 	if err != nil {

@@ -198,28 +198,36 @@ func (t *tlsTransport) refusal() error {
 // common), or a server that does not speak TLS at all. Network errors
 // (nothing listening yet, timeouts, resets, EOF) are not.
 func tlsRefusal(err error) bool {
-	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+	if _, ok := as[*tls.CertificateVerificationError](err); ok {
 		return true
 	}
-	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); ok {
+	if _, ok := as[x509.UnknownAuthorityError](err); ok {
 		return true
 	}
-	if _, ok := errors.AsType[x509.CertificateInvalidError](err); ok {
+	if _, ok := as[x509.CertificateInvalidError](err); ok {
 		return true
 	}
-	if _, ok := errors.AsType[x509.HostnameError](err); ok {
+	if _, ok := as[x509.HostnameError](err); ok {
 		return true
 	}
-	if _, ok := errors.AsType[tls.RecordHeaderError](err); ok {
+	if _, ok := as[tls.RecordHeaderError](err); ok {
 		return true
 	}
 	// crypto/tls reports an alert the server sent as a "remote error", and
 	// one it sent itself because the handshake cannot go on as a "local
 	// error".
-	if op, ok := errors.AsType[*net.OpError](err); ok && (op.Op == "remote error" || op.Op == "local error") {
+	if op, ok := as[*net.OpError](err); ok && (op.Op == "remote error" || op.Op == "local error") {
 		return true
 	}
 	return false
+}
+
+// as is errors.As with the target's type as a parameter, as errors.AsType
+// does from Go 1.26 on (the module supports Go 1.25).
+func as[T error](err error) (T, bool) {
+	var target T
+	ok := errors.As(err, &target)
+	return target, ok
 }
 
 // tlsConn is a connection whose handshake is done. With TLS 1.3 the server

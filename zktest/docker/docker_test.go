@@ -1,14 +1,82 @@
-package zktest
+package docker
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zkrecipes/zkrecipes/zktest"
 )
+
+// zkConnectOutside is set when ZK_CONNECT was set before Main set it: the
+// shared server is then not a container.
+var zkConnectOutside bool
+
+// TestMain starts the shared server as users' tests would: from a
+// container when a Docker engine answers.
+func TestMain(m *testing.M) {
+	zkConnectOutside = os.Getenv("ZK_CONNECT") != ""
+	os.Exit(Main(m))
+}
+
+// With an engine, Start's server is this binary's container, configured
+// like zktest's local server, and Main put its address in ZK_CONNECT.
+func TestStartRunsContainer(t *testing.T) {
+	cli, daemon := needDockerCLI(t)
+	if zkConnectOutside {
+		t.Skip("ZK_CONNECT is set: the shared server is not a container")
+	}
+	srv := Start(t)
+	name := lastContainer()
+	require.NotEmpty(t, name, "Start's server must run in a container of this binary")
+	assert.Equal(t, srv.Addr(), os.Getenv("ZK_CONNECT"), "Main must give the examples the shared server")
+	assert.Empty(t, srv.LogFile())
+	assert.Equal(t, "true", dockerCmd(t, cli, daemon, "inspect", "-f", "{{.State.Running}}", name))
+
+	conf, err := zktest.FourLetter(srv.Addr(), "conf")
+	require.NoError(t, err)
+	for _, want := range []string{"minSessionTimeout=1000", "maxSessionTimeout=60000", "maxClientCnxns=0"} {
+		assert.Contains(t, conf, want)
+	}
+	require.NoError(t, standalone(srv.Addr()))
+}
+
+// noEngineChildEnv makes the test binary, run by TestSourceWithoutEngine,
+// call Source with no engine to answer and print what it returned.
+const noEngineChildEnv = "ZKTEST_DOCKER_NO_ENGINE"
+
+// With no engine, Source says it has nothing to offer, so that zktest
+// falls back to a local installation; it starts nothing. In a child
+// process: testcontainers reads DOCKER_HOST once per process.
+func TestSourceWithoutEngine(t *testing.T) {
+	if os.Getenv(noEngineChildEnv) != "" {
+		addrs, _, err := Source()
+		fmt.Printf("ZKTEST-NO-ENGINE %v %t %q\n", addrs, errors.Is(err, zktest.ErrUnavailable), lastContainer())
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSourceWithoutEngine$", "-test.v")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ZK_CONNECT=") && !strings.HasPrefix(kv, "DOCKER_HOST=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	// A ZK_CONNECT for the child's Main, which then starts nothing (it
+	// does not dial it); an engine at a socket that does not exist.
+	cmd.Env = append(cmd.Env, noEngineChildEnv+"=1", "ZK_CONNECT=127.0.0.1:1",
+		"DOCKER_HOST=unix://"+filepath.Join(t.TempDir(), "no-engine.sock"))
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), `ZKTEST-NO-ENGINE [] true ""`)
+}
 
 // dockerChildEnv makes the test binary, run by TestDockerContainerRemovedOnKill,
 // start the shared server from Docker, print where, and wait to be killed.
@@ -32,6 +100,17 @@ func needDockerCLI(t *testing.T) (cli, daemon string) {
 	return cli, daemon
 }
 
+// lastContainer returns the name of the container this process started
+// last ("" when none).
+func lastContainer() string {
+	containers.mu.Lock()
+	defer containers.mu.Unlock()
+	if len(containers.names) == 0 {
+		return ""
+	}
+	return containers.names[len(containers.names)-1]
+}
+
 // dockerCmd runs the docker command against the engine testcontainers uses.
 func dockerCmd(t *testing.T, cli, daemon string, args ...string) string {
 	t.Helper()
@@ -50,7 +129,7 @@ func dockerCmd(t *testing.T, cli, daemon string, args ...string) string {
 func TestDockerContainerRemovedOnKill(t *testing.T) {
 	if os.Getenv(dockerChildEnv) == "1" {
 		srv := Start(t)
-		fmt.Printf("ZKTEST-CONTAINER %s %s\n", container.name, srv.Addr())
+		fmt.Printf("ZKTEST-CONTAINER %s %s\n", lastContainer(), srv.Addr())
 		time.Sleep(3 * time.Minute) // until killed
 		t.Fatal("not killed")
 	}
@@ -101,7 +180,7 @@ func TestDockerContainerRemovedOnKill(t *testing.T) {
 	if got := dockerCmd(t, cli, daemon, "inspect", "-f", "{{.State.Running}}", name); got != "true" {
 		t.Fatalf("container %s running: %s", name, got)
 	}
-	if reply, err := FourLetter(addr, "ruok"); err != nil || reply != "imok" {
+	if reply, err := zktest.FourLetter(addr, "ruok"); err != nil || reply != "imok" {
 		t.Fatalf("ruok at %s: %q, %v", addr, reply, err)
 	}
 
@@ -117,7 +196,7 @@ func TestDockerContainerRemovedOnKill(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("container %s removed %v after its test binary was killed", name, time.Since(begin).Round(time.Millisecond))
-	if _, err := FourLetter(addr, "ruok"); err == nil {
+	if _, err := zktest.FourLetter(addr, "ruok"); err == nil {
 		t.Errorf("%s still answers", addr)
 	}
 }

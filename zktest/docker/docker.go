@@ -1,4 +1,4 @@
-package zktest
+package docker
 
 import (
 	"context"
@@ -13,32 +13,80 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
 // dockerImage is the official ZooKeeper image used when Docker is available.
 const dockerImage = "zookeeper:3.8"
 
-// dockerOwnerLabel marks the containers zktest starts. Its value names the
-// test binary that owns the container: "BOOTID/PIDNS/PID" (see ownerID).
+// dockerOwnerLabel marks the containers this package starts. Its value
+// names the process (a test binary) that owns the container:
+// "BOOTID/PIDNS/PID" (see ownerID).
 const dockerOwnerLabel = "org.zkrecipes.zktest.owner"
 
-// dockerStartTimeout bounds the start of the shared container, pulling the
+// dockerStartTimeout bounds the start of a container, pulling the
 // image included.
 const dockerStartTimeout = 5 * time.Minute
 
-// container is the shared container, once started; set once, under
-// shared.mu (startDocker is called by startShared).
-var container struct {
-	name string
-	// watchdog is the write end of the pipe the container's watchdog
-	// reads; keeping it referenced keeps it open (an unreachable *os.File
-	// is closed by its finalizer) until the process exits.
-	watchdog *os.File
+// logTailLines is how much of a container's output an error quotes.
+const logTailLines = 60
+
+// containers are the containers this process started, with their
+// watchdogs' pipes.
+var containers struct {
+	mu sync.Mutex
+	// names, in the order started; the last is the one a test binary's
+	// shared server runs in.
+	names []string
+	// watchdogs are the write ends of the pipes the containers' watchdogs
+	// read; keeping them referenced keeps them open (an unreachable
+	// *os.File is closed by its finalizer) until the process exits.
+	watchdogs []*os.File
+}
+
+// Start returns the ZooKeeper shared by every test of this test binary, as
+// [zktest.Start] does, but from a container when ZK_CONNECT is not set and
+// a Docker engine answers (see [Source]); else from a local installation,
+// else the test is skipped. It is [zktest.StartFrom] with [Source]: the
+// first call of the binary decides, so call it, not zktest.Start, from
+// every test of a binary, or call [Main] from TestMain.
+func Start(t testing.TB) *zktest.Server {
+	t.Helper()
+	return zktest.StartFrom(t, Source)
+}
+
+// Main is [zktest.Main] with [Source]: call it from TestMain, as
+// os.Exit(docker.Main(m)). It starts the shared server before the tests,
+// from ZK_CONNECT, else a container, else a local installation, puts its
+// address in ZK_CONNECT for the examples, and runs the tests. Every
+// zktest.Start and [Start] of the binary then returns that server.
+func Main(m *testing.M) int { return zktest.MainFrom(m, Source) }
+
+// Source is a [zktest.Source]: when a Docker engine answers (DOCKER_HOST,
+// or the default socket) it starts a container of the zookeeper:3.8 image,
+// configured like zktest's local server, and returns its address once it
+// serves; else it returns an error wrapping [zktest.ErrUnavailable]. Each
+// call starts a container, which lives until this process exits, however it
+// exits: see startDocker for how it is removed and where its port is
+// reached. It needs the docker command on PATH, unless testcontainers'
+// reaper runs.
+func Source() ([]string, string, error) {
+	if !dockerAvailable() {
+		return nil, "Docker", fmt.Errorf("no Docker engine answers: %w", zktest.ErrUnavailable)
+	}
+	addr, err := startDocker()
+	if err != nil {
+		return nil, "", err
+	}
+	return []string{addr}, "Docker image " + dockerImage, nil
 }
 
 // dockerAvailable reports whether a Docker engine answers, within 5 seconds.
@@ -53,23 +101,23 @@ func dockerAvailable() bool {
 	return p.Health(ctx) == nil // Health closes the provider
 }
 
-// startDocker starts the shared server as a container and returns its
-// client address once it serves. The container is configured like the local
-// server (see the package doc).
+// startDocker starts a server as a container and returns its client
+// address once it serves. The container is configured like the local
+// server (see zktest's package doc).
 //
 // # Removal
 //
-// zktest removes the container itself, as it kills the local JVM: a
-// watchdog process (containerWatchdogScript) holds the read end of a pipe
+// This package removes the container itself, as zktest kills its local JVM:
+// a watchdog process (containerWatchdogScript) holds the read end of a pipe
 // whose write end only the test binary holds, and runs `docker rm -f -v` on
 // the container when it reads EOF, that is when the test binary has exited,
 // however it exited (kill -9 included). The watchdog is started before the
 // container, under the container's name, so no moment exists at which the
-// container runs unwatched. Testcontainers' reaper (Ryuk) is not needed, and
-// may be disabled with TESTCONTAINERS_RYUK_DISABLED=true (it must be where
-// its image cannot be pulled); when it runs, it removes the container too.
-// At start, containers left by earlier test binaries of this machine that
-// are gone (their watchdog was killed too) are removed.
+// container runs unwatched. Testcontainers' reaper (Ryuk) is not needed,
+// and may be disabled with TESTCONTAINERS_RYUK_DISABLED=true (it must be
+// where its image cannot be pulled); when it runs, it removes the container
+// too. At start, containers left by earlier test binaries of this machine
+// that are gone (their watchdog was killed too) are removed.
 //
 // # Where the container's port is reached
 //
@@ -91,18 +139,19 @@ func dockerAvailable() bool {
 // little anyway: Docker's proxy accepts connections on a published port
 // before the server listens.
 //
-// So zktest waits only for the port to be published, then finds the host
-// itself: with a local engine (a unix socket), the loopback address,
+// So startDocker waits only for the port to be published, then finds the
+// host itself: with a local engine (a unix socket), the loopback address,
 // 127.0.0.1 then ::1, at which the published port accepts a connection;
 // only if neither does (the tests run in a container of their own, beside
-// the engine) testcontainers' host. With a remote engine (DOCKER_HOST=tcp://)
-// it is that engine's host; TESTCONTAINERS_HOST_OVERRIDE, when set, wins.
-// Then it waits until the server answers srvr as a standalone server.
+// the engine) testcontainers' host. With a remote engine
+// (DOCKER_HOST=tcp://) it is that engine's host;
+// TESTCONTAINERS_HOST_OVERRIDE, when set, wins. Then it waits until the
+// server answers srvr as a standalone server.
 func startDocker() (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), dockerStartTimeout)
 	defer cancel()
 	fail := func(err error) (string, error) {
-		return "", fmt.Errorf("zktest: Docker container %s: %w", dockerImage, err)
+		return "", fmt.Errorf("zktest/docker: container of %s: %w", dockerImage, err)
 	}
 
 	daemon, err := dockerDaemonHost()
@@ -125,8 +174,13 @@ func startDocker() (string, error) {
 		if err != nil {
 			return fail(err)
 		}
-		container.name, container.watchdog = name, w
+		containers.mu.Lock()
+		containers.watchdogs = append(containers.watchdogs, w)
+		containers.mu.Unlock()
 	}
+	containers.mu.Lock()
+	containers.names = append(containers.names, name)
+	containers.mu.Unlock()
 
 	ctr, err := testcontainers.Run(ctx, dockerImage,
 		testcontainers.WithName(name),
@@ -143,7 +197,7 @@ func startDocker() (string, error) {
 	)
 	if err != nil {
 		if !ryukOff && strings.Contains(err.Error(), "reaper") {
-			err = fmt.Errorf("%w (where testcontainers' reaper image cannot be pulled, set TESTCONTAINERS_RYUK_DISABLED=true: zktest removes its container itself)", err)
+			err = fmt.Errorf("%w (where testcontainers' reaper image cannot be pulled, set TESTCONTAINERS_RYUK_DISABLED=true: zktest/docker removes its container itself)", err)
 		}
 		if ctr != nil {
 			_ = testcontainers.TerminateContainer(ctr)
@@ -160,8 +214,8 @@ func startDocker() (string, error) {
 	}
 	addr := net.JoinHostPort(host, port.Port())
 	for {
-		mode, err := serverMode(addr, time.Second)
-		if err == nil && isStandalone(mode) {
+		err := standalone(addr)
+		if err == nil {
 			return addr, nil
 		}
 		if st, serr := ctr.State(ctx); serr == nil && !st.Running {
@@ -173,6 +227,24 @@ func startDocker() (string, error) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// standalone returns nil when the server at addr serves as a standalone
+// server; else why not.
+func standalone(addr string) error {
+	reply, err := zktest.FourLetter(addr, "srvr")
+	if err != nil {
+		return err
+	}
+	for line := range strings.Lines(reply) {
+		if mode, ok := strings.CutPrefix(line, "Mode:"); ok {
+			if mode = strings.TrimSpace(mode); mode != "standalone" {
+				return fmt.Errorf("%s is a %s", addr, mode)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("srvr to %s: no Mode in reply %q", addr, reply)
 }
 
 // dockerDaemonHost returns the engine testcontainers uses, as a DOCKER_HOST
@@ -223,8 +295,7 @@ func containerLogTail(ctr testcontainers.Container) string {
 	return strings.Join(lines, "")
 }
 
-// newContainerName returns a name for the shared container, unique to this
-// test binary.
+// newContainerName returns a name for a container, unique to this process.
 func newContainerName() (string, error) {
 	b := make([]byte, 4)
 	if _, err := rand.Read(b); err != nil {
