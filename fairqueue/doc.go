@@ -57,7 +57,8 @@
 // So the oldest item goes to the consumer that has waited longest, and no
 // consumer (a loop of one Queue's Takes, or one of Work's handlers) is ever
 // handed a lower id than it had before, except an item that came back: a
-// Nack, a lost claim, an ended hold, or an offer passed over.
+// Nack, a lost claim, an ended hold, or an offer left unclaimed (passed
+// over, or given up by a Take that ended).
 //
 // The offers standing (made, and their items not claimed yet) are recorded
 // in the line directory's data, which every hand-out writes back,

@@ -21,12 +21,12 @@ import (
 // Guarantees: items are handed out oldest first (by id), to consumers in
 // the order they began to wait; no consumer (a loop of one Queue's Takes,
 // or one of Work's handlers) is ever handed a lower id than it had before,
-// except when an item comes back (Nack, a lost claim, an offer passed over);
-// every item put is delivered until it is acked or moved to the dead-letter
-// area (at least once: a consumer that dies mid-job causes a redelivery, so
-// jobs should be idempotent). Not guaranteed: an order between items put
-// concurrently by different producers (each producer's own items keep their
-// order), or exactly-once processing.
+// except when an item comes back (Nack, a lost claim, an offer left
+// unclaimed); every item put is delivered until it is acked or moved to the
+// dead-letter area (at least once: a consumer that dies mid-job causes a
+// redelivery, so jobs should be idempotent). Not guaranteed: an order
+// between items put concurrently by different producers (each producer's
+// own items keep their order), or exactly-once processing.
 //
 // A Queue is safe for concurrent use by many goroutines; producers and
 // consumers may each have their own Queue on their own Session.

@@ -20,8 +20,9 @@ import (
 // itself and to the consumers behind it, in one multi; no one else chooses
 // an item, so no claim loses a race. A consumer never takes a lower id than
 // it took before, except an item that came back (Nack, a lost claim, an
-// offer it was too slow to claim). A head that froze or died is passed over
-// by the consumer behind it after a grace of a few round trips.
+// offer left unclaimed: its consumer too slow to claim it, or gone). A head
+// that froze or died is passed over by the consumer behind it after a grace
+// of a few round trips.
 //
 // Take returns when ctx ends or the session is over, leaving the line
 // without taking anything; it rides out disconnects the session survives.
