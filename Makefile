@@ -64,6 +64,25 @@ lean:
 bench: zk-up
 	cd bench && $(GO) run ./cmd/lockbench -zk $(ZK) -sessions 1,8,32 -d 4s -rounds 9
 
+# The same on a private 3-server ensemble at tickTime 2s (package zktest),
+# where a session whose server is a follower proves its contact with the
+# leader through syncs and writes (bench/lockspeed_test.go).
+.PHONY: bench-ensemble
+bench-ensemble:
+	cd bench && $(GO) test -count=1 -timeout 30m -run '^TestLockSpeedEnsemble$$' -v . -lockbench.ensemble
+
+# What an idle holder costs (bench/idlecost_test.go): 1, 100 and 1,000
+# sessions each holding a zklock.Mutex, then as many holding go-zookeeper's
+# zk.Lock (pings only), idle for IDLE_FOR on a private 3-server ensemble and
+# on a private standalone server (tickTime 2s, 10s sessions); requests per
+# holder by opcode, the servers' packets, writes committed and CPU, into
+# bench/results/idle-cost.csv. Takes about ten minutes.
+IDLE_HOLDERS ?= 1,100,1000
+IDLE_FOR ?= 30s
+.PHONY: bench-idle
+bench-idle:
+	cd bench && $(GO) test -count=1 -timeout 60m -run '^TestIdleCost$$' -v . -idle -idle.holders $(IDLE_HOLDERS) -idle.for $(IDLE_FOR) -idle.out results/idle-cost.csv
+
 # The long stress of issue 7: Mutex, RWMutex and Semaphore, 1 session
 # uncontended and 8 contended, 100,000 cycles each, GOMAXPROCS=8 beside CPU
 # hogs; fails on any error from Lock/Unlock, false loss, exclusion violation

@@ -29,6 +29,7 @@ type Cluster struct {
 	mu    sync.Mutex
 	nodes []*node
 	links *links // proxies between members; nil but for StartLinkedCluster
+	cfg   config // every member's
 }
 
 // StartCluster starts n ZooKeeper servers (n >= 1) forming one ensemble on
@@ -40,18 +41,26 @@ type Cluster struct {
 // The servers belong to the test: at t.Cleanup they are killed with SIGKILL
 // and waited for, and their data directories are removed. If the test
 // failed, the end of each server's log is printed first.
-func StartCluster(t testing.TB, n int) *Cluster {
+//
+// Options change every server's configuration as for [StartPrivate] (e.g.
+// [WithTickTime] for measurements at ZooKeeper's default tick), except
+// [WithTLS], which fails the test.
+func StartCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
-	return startCluster(t, n, nil)
+	return startCluster(t, n, nil, opts...)
 }
 
-func startCluster(t testing.TB, n int, ln *links) *Cluster {
+func startCluster(t testing.TB, n int, ln *links, opts ...Option) *Cluster {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("zktest: StartCluster(%d): need at least one server", n)
 	}
+	cfg := clusterConfig(opts...)
+	if cfg.tls != nil {
+		t.Fatalf("zktest: StartCluster: WithTLS is for StartPrivate only")
+	}
 	li := needLocal(t)
-	c := &Cluster{t: t, li: li, links: ln}
+	c := &Cluster{t: t, li: li, links: ln, cfg: cfg}
 	root := t.TempDir()
 	t.Cleanup(c.cleanup) // runs before t.TempDir's removal
 
@@ -89,7 +98,7 @@ func (c *Cluster) tryStart(dir string, n int) error {
 		if err != nil {
 			return err
 		}
-		nd, err := newNode(filepath.Join(dir, "server"+strconv.Itoa(i)), p.id, p.clientPort, clusterConfig(), view)
+		nd, err := newNode(filepath.Join(dir, "server"+strconv.Itoa(i)), p.id, p.clientPort, c.cfg, view)
 		if err != nil {
 			return err
 		}

@@ -105,11 +105,13 @@ func (li *localInstall) command(cfgFile string) []string {
 	return append(args, "-cp", li.classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfgFile)
 }
 
-// Option changes the configuration of the servers started by [StartPrivate].
+// Option changes the configuration of the servers started by [StartPrivate]
+// and [StartCluster].
 type Option func(*config)
 
 // WithTickTime sets tickTime, ZooKeeper's basic time unit (default 2 s for
-// [StartPrivate]). Session expiry is checked once per tick.
+// [StartPrivate], 500 ms for [StartCluster]). Session expiry is checked once
+// per tick.
 func WithTickTime(d time.Duration) Option {
 	return func(c *config) { c.tickTime = d }
 }
@@ -198,14 +200,19 @@ func standaloneConfig(opts ...Option) config {
 // clusterConfig is the configuration of [StartCluster]: a short tick so that
 // followers sync fast and sessions expire close to their timeout; initLimit
 // 10 s and syncLimit 5 s so that a busy machine does not break the quorum.
-func clusterConfig() config {
-	return config{
+// A longer tick from opts keeps those limits in ticks: no shorter in time.
+func clusterConfig(opts ...Option) config {
+	c := config{
 		tickTime:   500 * time.Millisecond,
 		initLimit:  20,
 		syncLimit:  10,
 		minSession: time.Second,
 		maxSession: time.Minute,
 	}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
 }
 
 // peer is one member of an ensemble as named in zoo.cfg.

@@ -283,3 +283,14 @@ func TestSingleServerCluster(t *testing.T) {
 	c := zktest.StartCluster(t, 1)
 	assert.Equal(t, 0, c.Leader())
 }
+
+// StartCluster's options reach every member's configuration.
+func TestClusterOptions(t *testing.T) {
+	noLeaks(t)
+	c := zktest.StartCluster(t, 1, zktest.WithTickTime(1500*time.Millisecond), zktest.WithSessionTimeouts(3*time.Second, 30*time.Second))
+	conf, err := zktest.FourLetter(c.Addr(0), "conf")
+	require.NoError(t, err)
+	assert.Contains(t, conf, "tickTime=1500\n")
+	assert.Contains(t, conf, "minSessionTimeout=3000\n")
+	assert.Contains(t, conf, "maxSessionTimeout=30000\n")
+}

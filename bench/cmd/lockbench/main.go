@@ -9,17 +9,16 @@
 //
 // A failed check (two holders at once, a fencing token that does not
 // increase, a lease lost while held) stops the run with exit status 1.
+// With several servers (-zk a,b,c) each session connects to one of them at
+// random, as go-zookeeper does; TestLockSpeedEnsemble runs the same on a
+// private 3-server ensemble (make bench-ensemble).
 package main
 
 import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"os"
-	"runtime"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes/bench"
@@ -37,67 +36,6 @@ func main() {
 		err = errors.New("-rounds and -d must be positive")
 	}
 	bench.Main("lockbench", err, func(ctx context.Context) error {
-		return run(ctx, servers(), counts, *d, *rounds)
+		return bench.Compare(ctx, servers(), counts, *d, *rounds, os.Stdout, os.Stderr)
 	})
-}
-
-func run(ctx context.Context, servers []string, counts []int, d time.Duration, rounds int) (err error) {
-	b, err := bench.New(ctx, servers)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, b.Close()) }()
-
-	// Warm up both (JIT, connections, allocator) once, briefly, unreported.
-	for _, impl := range []bench.Impl{bench.Theirs, bench.Ours} {
-		if _, err := round(ctx, b, impl, slices.Max(counts), min(d, time.Second)); err != nil {
-			return fmt.Errorf("warm-up: %w", err)
-		}
-	}
-
-	fmt.Printf("ZooKeeper %s; %d rounds of %v per implementation; order alternates; GOMAXPROCS=%d, %s\n",
-		strings.Join(servers, ","), rounds, d, runtime.GOMAXPROCS(0), runtime.Version())
-	fmt.Println("cycles/s: median over rounds; acquire latency: over all cycles of all rounds; ratio: median (min-max) of per-round ours/theirs")
-	fmt.Printf("%8s  %-12s  %10s  %11s  %11s  %s\n", "sessions", "impl", "cycles/s", "acquire p50", "acquire p99", "ours/theirs")
-	for _, n := range counts {
-		perSec := map[bench.Impl][]float64{}
-		acquire := map[bench.Impl][]time.Duration{}
-		var ratios []float64
-		for r := range rounds {
-			order := []bench.Impl{bench.Theirs, bench.Ours}
-			if r%2 == 1 {
-				slices.Reverse(order)
-			}
-			for _, impl := range order {
-				res, err := round(ctx, b, impl, n, d)
-				if err != nil {
-					return err
-				}
-				perSec[impl] = append(perSec[impl], res.PerSec())
-				acquire[impl] = append(acquire[impl], res.Acquire...)
-			}
-			ratios = append(ratios, perSec[bench.Ours][r]/perSec[bench.Theirs][r])
-			fmt.Fprintf(os.Stderr, "sessions=%d round %d (%s first): %s %.0f/s, %s %.0f/s, ratio %.3f\n",
-				n, r+1, order[0], bench.Theirs, perSec[bench.Theirs][r], bench.Ours, perSec[bench.Ours][r], ratios[r])
-		}
-		for _, impl := range []bench.Impl{bench.Theirs, bench.Ours} {
-			ratio := ""
-			if impl == bench.Ours {
-				ratio = bench.MedianRange(ratios, 3)
-			}
-			fmt.Printf("%8d  %-12s  %10.0f  %11s  %11s  %s\n", n, impl, bench.Median(perSec[impl]),
-				bench.Millis(bench.Percentile(acquire[impl], 50)), bench.Millis(bench.Percentile(acquire[impl], 99)), ratio)
-		}
-	}
-	return nil
-}
-
-// round connects n sessions of impl, runs them for d and closes them.
-func round(ctx context.Context, b *bench.Bench, impl bench.Impl, n int, d time.Duration) (bench.Result, error) {
-	r, err := b.Open(ctx, impl, n)
-	if err != nil {
-		return bench.Result{}, err
-	}
-	res, err := r.Run(ctx, bench.Until{Duration: d})
-	return res, errors.Join(err, r.Close())
 }
