@@ -63,20 +63,28 @@ func (s *Session) prove() time.Duration {
 	if !timed(read) || mode == wire.ModeStandalone {
 		return rtt
 	}
+	pause := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return true
+		case <-s.closeReq:
+		case <-s.done:
+		}
+		return false
+	}
 	if mode != wire.ModeLeader {
 		// The first read's touch is what the chain credits: a follower may
 		// drop a touch it notes while handing its table to the leader, and
-		// cannot drop two in a row.
-		if !timed(read) {
+		// cannot drop two in a row. The second is sent apart from the first
+		// by the closest two requests the wire watcher keeps apart: closer,
+		// it would credit the previous cycle's sync, and cycles would come
+		// twice as often.
+		if !pause(s.tr.Window()/wire.SpanGap+time.Millisecond) || !timed(read) {
 			return rtt
 		}
-		w := time.NewTimer(s.tr.Window())
-		defer w.Stop()
-		select {
-		case <-w.C:
-		case <-s.closeReq:
-			return rtt
-		case <-s.done:
+		if !pause(s.tr.Window()) {
 			return rtt
 		}
 		if !timed(func() error { _, err := conn.Sync("/"); return err }) {

@@ -147,11 +147,11 @@ type pending struct {
 // span is an answered request: sent and answered.
 type span struct{ sent, recv int64 }
 
-// spanGap is the closest, in fractions of the window, that two answered
+// SpanGap is the closest, in fractions of the window, that two answered
 // requests a connection keeps may be: a busy connection keeps a few
 // hundred per window, not every one. Requests skipped only widen the pair
 // the chain credits (an earlier predecessor), which is conservative.
-const spanGap = 512
+const SpanGap = 512
 
 // proof is the chain state of one connection. The watched connection holds
 // its lock.
@@ -169,7 +169,7 @@ func (p *proof) answered(s span, now, w int64) {
 	for len(p.spans) >= 3 && p.spans[2].recv <= now-w {
 		p.spans = p.spans[1:]
 	}
-	if n := len(p.spans); n >= 2 && s.sent-p.spans[n-1].sent < w/spanGap {
+	if n := len(p.spans); n >= 2 && s.sent-p.spans[n-1].sent < w/SpanGap {
 		return
 	}
 	p.spans = append(p.spans, s)

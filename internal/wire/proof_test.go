@@ -260,7 +260,7 @@ func TestProofBusyConnectionKeepsFewSpans(t *testing.T) {
 		w.advance(100 * time.Microsecond)
 		w.call(opExists, 0)
 	}
-	require.LessOrEqual(t, len(w.c.p.spans), 2*spanGap+3)
+	require.LessOrEqual(t, len(w.c.p.spans), 2*SpanGap+3)
 	w.call(opSync, 0)
 	at := w.now
 	w.call(opMulti, 0, opCheck, 0)
