@@ -47,6 +47,7 @@ func TestQueueSurvivesFaults(t *testing.T) {
 	const (
 		items       = 240
 		fresh       = 10               // of them, put once the faults are over, for a fresh consumer
+		forKilled   = 2                // and before them, put for the consumer processes to take
 		deadTimeout = 30 * time.Second // the frozen and killed consumers'
 	)
 	liveOpts := []zkrecipes.Option{zkrecipes.WithSessionTimeout(10 * time.Second)}
@@ -110,13 +111,17 @@ func TestQueueSurvivesFaults(t *testing.T) {
 		return err == nil && n == 0
 	}
 
+	// The consumer processes' program, built first: once a consumer is
+	// frozen, its session's time runs.
+	bin := buildChild(t, "consumer")
+
 	// Producers: every item keyed, so a put whose outcome is unknown is put
 	// again, safely.
 	var producers sync.WaitGroup
 	for w := range 2 {
 		q := fq(t, connect(t, addrs, liveOpts...), p)
 		producers.Go(func() {
-			for i := w; i < items-fresh; i += 2 {
+			for i := w; i < items-fresh-forKilled; i += 2 {
 				key := fmt.Sprint("item-", i)
 				for {
 					_, err := q.Put(ctx, []byte(key), fairqueue.WithKey(key))
@@ -189,9 +194,19 @@ func TestQueueSurvivesFaults(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	waitFz.Freeze()
 
-	// Consumer processes, killed holding a job.
-	bin := buildChild(t, "consumer")
-	for range 2 {
+	// Consumer processes, killed holding a job. The live consumers pause
+	// meanwhile, and an item is put for each process: by now the producers
+	// may be done and the queue drained, and a process would wait for the
+	// next item, the holder's, back as its session ends.
+	paused.Store(true)
+	time.Sleep(time.Second)
+	var forThem [][]byte
+	for i := items - fresh - forKilled; i < items-fresh; i++ {
+		forThem = append(forThem, fmt.Appendf(nil, "item-%d", i))
+	}
+	_, err = checkQ.PutMany(ctx, forThem)
+	require.NoError(t, err)
+	for range forKilled {
 		cmd := exec.Command(bin)
 		cmd.Env = append(os.Environ(), "FQ_ADDRS="+strings.Join(addrs, ","), "FQ_PATH="+p, "FQ_TIMEOUT="+deadTimeout.String())
 		out, err := cmd.StdoutPipe()
@@ -203,6 +218,7 @@ func TestQueueSurvivesFaults(t *testing.T) {
 		require.NoError(t, cmd.Process.Kill())
 		_ = cmd.Wait()
 	}
+	paused.Store(false)
 	dead := time.Now() // from here the dead consumers' sessions may not expire before deadTimeout
 
 	// Servers killed and restarted, the leader among them.
