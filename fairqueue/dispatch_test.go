@@ -219,6 +219,61 @@ func TestDeadHeadPassedOver(t *testing.T) {
 	require.Eventually(t, func() bool { return len(names(t, other, p+"/line")) == 0 }, 2*deadTimeout, 50*time.Millisecond)
 }
 
+// A head of the line cut off from the ensemble just as its hand-out
+// landed (the reply lost, and no way back for now: frozen, or dead with its
+// session lingering) holds the one item it claimed and nothing else: its
+// offer reaches the consumer behind it, its node left the line in the same
+// multi, and the others take every other item while its claim stands. Back
+// before its session ends, it finds its claim and has the job.
+func TestHeadCutOffAfterHandOutHoldsOnlyItsJob(t *testing.T) {
+	srv := setup(t)
+	p := queuePath(t, srv.Addrs())
+	ctx := bg(t, 60*time.Second)
+	other := connect(t, srv.Addrs())
+	var d zktest.Dropper
+	defer d.Resume()
+	cutS := d.Connect(t, srv.Addrs(), zkrecipes.WithSessionTimeout(30*time.Second))
+	q := fq(t, other, p)
+	// line/ and claims/ exist from now on: the hand-out's claim can land.
+	_, err := q.Put(ctx, []byte("warm"))
+	require.NoError(t, err)
+	j, err := q.Take(ctx)
+	require.NoError(t, err)
+	require.NoError(t, j.Ack(ctx))
+
+	got := joinInOrder(t, ctx, other, p, []*fairqueue.Queue{fq(t, cutS, p), q})
+	d.Pause()
+	d.Arm(zktest.Match{Op: zktest.OpCreate, Path: "/claims/"}, zktest.LoseReply)
+	ids, err := q.PutMany(ctx, [][]byte{[]byte("a"), []byte("b"), []byte("c"), []byte("d")})
+	require.NoError(t, err)
+	r := <-got[1]
+	require.NoError(t, r.err)
+	require.Equal(t, 1, d.Fired(), "the head's hand-out landed and it was cut off")
+	require.Equal(t, ids[1], r.j.ID(), "the offer of the cut-off head's hand-out")
+	require.NoError(t, r.j.Ack(ctx))
+	for _, id := range ids[2:] {
+		j := takeWithin(t, q, other, p, "an item while the head that claimed the one before is cut off")
+		require.Equal(t, id, j.ID())
+		require.NoError(t, j.Ack(ctx))
+	}
+	// Its claim stood all along: no one waited for its session to end.
+	require.Equal(t, []string{ids[0]}, names(t, other, p+"/claims"))
+	found, st, err := other.Conn().Exists(p + "/claims/" + ids[0])
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, cutS.ID(), st.EphemeralOwner)
+	require.Empty(t, names(t, other, p+"/line"), "the cut-off head's node left with its hand-out")
+
+	d.Resume()
+	r = <-got[0]
+	require.NoError(t, r.err, "back, the head finds its claim")
+	require.Equal(t, ids[0], r.j.ID())
+	require.Equal(t, 1, r.j.Attempt())
+	require.NoError(t, r.j.Ack(ctx))
+	_, err = q.TryTake(ctx)
+	require.ErrorIs(t, err, fairqueue.ErrEmpty)
+}
+
 // TryTake never takes an item offered to a waiting consumer, but takes one
 // whose offer has stood longer than a grace (its consumer frozen, say),
 // rather than wait for a head to pass it on.

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -30,10 +31,12 @@ import (
 
 // The queue under faults, on a 3-node ensemble: servers killed with -9 and
 // restarted while producers put and consumers take; a consumer frozen
-// while it holds a job, another frozen while it waits in line; consumer
-// processes killed with SIGKILL holding jobs. Nothing put is lost, nothing
-// is acked twice, and the live consumers drain every pending item before
-// the dead ones' sessions can expire: they never wait on a dead consumer.
+// while it holds a job, another frozen while it takes (waiting in line, or
+// holding a job it claimed just then); consumer processes killed with
+// SIGKILL holding jobs. Nothing put is lost, nothing is acked twice, and the
+// live consumers drain every pending item but those the frozen and killed
+// consumers hold before the dead ones' sessions can expire: they never wait
+// on a dead consumer.
 func TestQueueSurvivesFaults(t *testing.T) {
 	setup(t)
 	cluster := zktest.StartCluster(t, 3)
@@ -44,6 +47,7 @@ func TestQueueSurvivesFaults(t *testing.T) {
 	const (
 		items       = 240
 		fresh       = 10               // of them, put once the faults are over, for a fresh consumer
+		forKilled   = 2                // and before them, put for the consumer processes to take
 		deadTimeout = 30 * time.Second // the frozen and killed consumers'
 	)
 	liveOpts := []zkrecipes.Option{zkrecipes.WithSessionTimeout(10 * time.Second)}
@@ -107,13 +111,17 @@ func TestQueueSurvivesFaults(t *testing.T) {
 		return err == nil && n == 0
 	}
 
+	// The consumer processes' program, built first: once a consumer is
+	// frozen, its session's time runs.
+	bin := buildChild(t, "consumer")
+
 	// Producers: every item keyed, so a put whose outcome is unknown is put
 	// again, safely.
 	var producers sync.WaitGroup
 	for w := range 2 {
 		q := fq(t, connect(t, addrs, liveOpts...), p)
 		producers.Go(func() {
-			for i := w; i < items-fresh; i += 2 {
+			for i := w; i < items-fresh-forKilled; i += 2 {
 				key := fmt.Sprint("item-", i)
 				for {
 					_, err := q.Put(ctx, []byte(key), fairqueue.WithKey(key))
@@ -131,10 +139,15 @@ func TestQueueSurvivesFaults(t *testing.T) {
 	}
 
 	// Live consumers; paused, they leave the line within half a second.
+	// owners names the consumers' sessions, to tell whose a claim is (the
+	// killed consumers' are not in it).
 	var live sync.WaitGroup
 	var paused atomic.Bool
+	owners := map[int64]string{}
 	for range 3 {
-		q := fq(t, connect(t, addrs, liveOpts...), p)
+		s := connect(t, addrs, liveOpts...)
+		owners[s.ID()] = alive
+		q := fq(t, s, p)
 		live.Go(func() {
 			for !ackedAll() && ctx.Err() == nil {
 				if paused.Load() {
@@ -152,14 +165,21 @@ func TestQueueSurvivesFaults(t *testing.T) {
 		})
 	}
 
-	// A consumer frozen while it holds a job, one frozen while it waits.
+	// A consumer frozen while it holds a job, one frozen while it takes:
+	// with items coming, it may hold one too (its claim landed and the
+	// freeze dropped the reply, or its ack), as any consumer may die
+	// between a claim and its ack.
 	var holdFz, waitFz zktest.Freezer
-	holder := fq(t, connect(t, addrs, zkrecipes.WithDialer(holdFz.Dial), zkrecipes.WithSessionTimeout(deadTimeout)), p)
+	holdS := connect(t, addrs, zkrecipes.WithDialer(holdFz.Dial), zkrecipes.WithSessionTimeout(deadTimeout))
+	owners[holdS.ID()] = "the holder"
+	holder := fq(t, holdS, p)
 	j, err := holder.Take(ctx)
 	require.NoError(t, err)
 	holdFz.Freeze()
 	frozenJob := string(j.Data())
-	waiter := fq(t, connect(t, addrs, zkrecipes.WithDialer(waitFz.Dial), zkrecipes.WithSessionTimeout(deadTimeout)), p)
+	waitS := connect(t, addrs, zkrecipes.WithDialer(waitFz.Dial), zkrecipes.WithSessionTimeout(deadTimeout))
+	owners[waitS.ID()] = "the waiter"
+	waiter := fq(t, waitS, p)
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
 	waiterDone := make(chan struct{})
@@ -174,9 +194,19 @@ func TestQueueSurvivesFaults(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	waitFz.Freeze()
 
-	// Consumer processes, killed holding a job.
-	bin := buildChild(t, "consumer")
-	for range 2 {
+	// Consumer processes, killed holding a job. The live consumers pause
+	// meanwhile, and an item is put for each process: by now the producers
+	// may be done and the queue drained, and a process would wait for the
+	// next item, the holder's, back as its session ends.
+	paused.Store(true)
+	time.Sleep(time.Second)
+	var forThem [][]byte
+	for i := items - fresh - forKilled; i < items-fresh; i++ {
+		forThem = append(forThem, fmt.Appendf(nil, "item-%d", i))
+	}
+	_, err = checkQ.PutMany(ctx, forThem)
+	require.NoError(t, err)
+	for range forKilled {
 		cmd := exec.Command(bin)
 		cmd.Env = append(os.Environ(), "FQ_ADDRS="+strings.Join(addrs, ","), "FQ_PATH="+p, "FQ_TIMEOUT="+deadTimeout.String())
 		out, err := cmd.StdoutPipe()
@@ -188,6 +218,7 @@ func TestQueueSurvivesFaults(t *testing.T) {
 		require.NoError(t, cmd.Process.Kill())
 		_ = cmd.Wait()
 	}
+	paused.Store(false)
 	dead := time.Now() // from here the dead consumers' sessions may not expire before deadTimeout
 
 	// Servers killed and restarted, the leader among them.
@@ -211,7 +242,9 @@ func TestQueueSurvivesFaults(t *testing.T) {
 	}
 	_, err = checkQ.PutMany(ctx, batch)
 	require.NoError(t, err)
-	freshQ := fq(t, connect(t, addrs, liveOpts...), p)
+	freshS := connect(t, addrs, liveOpts...)
+	owners[freshS.ID()] = alive
+	freshQ := fq(t, freshS, p)
 	var slowest time.Duration
 	for range 3 {
 		t0 := time.Now()
@@ -225,13 +258,28 @@ func TestQueueSurvivesFaults(t *testing.T) {
 	t.Logf("a fresh consumer's Takes after the faults, items waiting: the slowest took %v", slowest.Round(time.Millisecond))
 	paused.Store(false)
 
-	// Every item not held by a dead or frozen consumer is acked before any
-	// of their sessions can end: no live consumer waited on a dead one.
-	require.Eventually(t, func() bool {
-		return count() >= items-3
-	}, time.Until(dead.Add(deadTimeout)), 10*time.Millisecond, "the pending items were drained while dead consumers held their places (%d of %d acked)", count(), items)
-	drained := time.Since(dead)
+	// Every item not held by a frozen or killed consumer is acked before
+	// any of their sessions can end: no live consumer waited on a dead one.
+	// What they hold, their claims say: one each for the holder and the
+	// killed consumers, and one for the waiter if the freeze caught it
+	// holding one.
 	t.Logf("restarts done %v after the kills", restarted.Sub(dead).Round(time.Millisecond))
+	var left []string
+	held := map[string]string{}
+	for {
+		left, err = pendingBesides(check.Conn(), p, owners, held)
+		if err == nil && len(left) == 0 {
+			break
+		}
+		if time.Now().After(dead.Add(deadTimeout)) {
+			t.Fatalf("the pending items were not drained while the dead consumers held their places: left %v (%v); %d of %d acked; held by the frozen and killed consumers: %v",
+				left, err, count(), items, held)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	drained := time.Since(dead)
+	require.LessOrEqual(t, len(held), 4, "one job each for the holder, the waiter and the killed consumers: %v", held)
+	t.Logf("pending items drained; the frozen and killed consumers held %d: %v", len(held), held)
 
 	// Then, as their sessions end, the held items come back.
 	require.Eventually(t, ackedAll, 60*time.Second, 20*time.Millisecond, "the dead consumers' items came back")
@@ -250,4 +298,55 @@ func TestQueueSurvivesFaults(t *testing.T) {
 		"nodes left behind: %v", leaves(t, check.Conn(), p, 0))
 	t.Logf("%d items; pending ones drained %v after the kills; all acked", items, drained.Round(time.Millisecond))
 	require.False(t, errors.Is(ctx.Err(), context.DeadlineExceeded))
+}
+
+// alive names a live consumer's session in owners.
+const alive = "alive"
+
+// pendingBesides lists the ids of the items of the queue at p that are
+// pending or claimed, but for those claimed by a consumer that is not alive
+// in owners; it fills held with those, naming whose claim each is. It lists
+// the claims first: an item claimed since, or still unclaimed, is among
+// those it returns.
+func pendingBesides(c *zk.Conn, p string, owners map[int64]string, held map[string]string) ([]string, error) {
+	claims, _, err := c.Children(p + "/claims")
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, err
+	}
+	clear(held)
+	for _, id := range claims {
+		found, st, err := c.Exists(p + "/claims/" + id)
+		switch {
+		case err != nil:
+			return nil, err
+		case !found:
+			continue // settled meanwhile
+		}
+		switch who, ok := owners[st.EphemeralOwner]; {
+		case who == alive:
+		case ok:
+			held[id] = who
+		default:
+			held[id] = fmt.Sprintf("a killed consumer (session %#x)", st.EphemeralOwner)
+		}
+	}
+	buckets, _, err := c.Children(p + "/items")
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, err
+	}
+	var left []string
+	for _, b := range buckets {
+		names, _, err := c.Children(p + "/items/" + b)
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return nil, err
+		}
+		for _, name := range names {
+			// items/b<bucket>/i-...<seq> is claimed as claims/<bucket>-<seq>.
+			id := strings.TrimPrefix(b, "b") + "-" + name[max(0, len(name)-10):]
+			if _, ok := held[id]; !ok {
+				left = append(left, id)
+			}
+		}
+	}
+	return left, nil
 }
