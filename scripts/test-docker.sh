@@ -28,8 +28,13 @@
 #     TestFinding*: connection cuts; *Frozen*: a partition), and those that
 #     assume one server: the watch tests read `wchp` from the first member,
 #     which knows only the watches of its own clients; TestFairness wants
-#     strict FIFO, which holds within fairqueue's grace of a few round trips,
-#     and on an ensemble the head's member may apply a put later than that.
+#     strict FIFO, and TestHandOutOrder the exact item each consumer gets,
+#     which hold while no consumer is passed over; on an ensemble in
+#     containers on a loaded machine a member may apply a put or an offer
+#     later than fairqueue's grace, and a slow head or waiter is passed over
+#     (as promised: its item comes back). The order the promise keeps then
+#     is checked here by TestManyProducersAndConsumers and
+#     TestNoClaimLosesARace.
 #  5. No container of ours is left: checked, then the engine is stopped if
 #     step 1 started it.
 #
@@ -43,7 +48,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 GO=${GO:-go}
 recipes=${TEST_DOCKER_RECIPES:-./zklock/ ./fairqueue/}
-skip=${TEST_DOCKER_SKIP:-TestFault|TestFinding|Frozen|WatchOnlyTheirPredecessor|WatchOneNodeEach|TestRWMutexWatches|TestFairness\$}
+skip=${TEST_DOCKER_SKIP:-TestFault|TestFinding|Frozen|WatchOnlyTheirPredecessor|WatchOneNodeEach|TestRWMutexWatches|TestFairness\$|TestHandOutOrder\$}
 project=zkrecipes-test # not the zkrecipes of a developer's own ensemble
 sockdir=/run/zkrecipes-docker
 enginelog=/var/log/zkrecipes-dockerd.log

@@ -318,6 +318,14 @@ func TestElectionLeaderAndTerms(t *testing.T) {
 	path := lockPath(t, ss[0])
 	el0, err := zklock.NewElection(ss[0], path)
 	require.NoError(t, err)
+	// On an ensemble the sessions sit on different servers: ss[0]'s server
+	// sees another session's writes once it has synced with the leader.
+	sync := func() {
+		t.Helper()
+		if _, err := ss[0].Conn().Sync(path); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			require.NoError(t, err)
+		}
+	}
 
 	_, err = el0.Leader(ctx)
 	require.ErrorIs(t, err, zklock.ErrNoLeader, "no directory yet")
@@ -335,6 +343,7 @@ func TestElectionLeaderAndTerms(t *testing.T) {
 			require.Greater(t, l.Token(), last, "term not increasing")
 			last = l.Token()
 
+			sync()
 			got, err := el0.Leader(ctx)
 			require.NoError(t, err)
 			want := string(value)
@@ -348,6 +357,7 @@ func TestElectionLeaderAndTerms(t *testing.T) {
 			// A Proclaim is the leader's own write: the leadership holds, and
 			// a fenced write still commits.
 			require.NoError(t, l.Proclaim(ctx, []byte("proclaimed")))
+			sync()
 			got, err = el0.Leader(ctx)
 			require.NoError(t, err)
 			require.Equal(t, "proclaimed", string(got.Value))
@@ -366,6 +376,7 @@ func TestElectionLeaderAndTerms(t *testing.T) {
 			require.False(t, ok, "Resign after a loss still deletes the node")
 		}
 	}
+	sync()
 	_, err = el0.Leader(ctx)
 	require.ErrorIs(t, err, zklock.ErrNoLeader, "empty directory")
 }
