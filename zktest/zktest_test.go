@@ -34,7 +34,7 @@ func connect(t *testing.T, addrs []string, timeout time.Duration) *zk.Conn {
 	conn, events, err := zk.Connect(addrs, timeout, zk.WithLogger(quietLogger{}))
 	require.NoError(t, err)
 	t.Cleanup(conn.Close)
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(settleBound)
 	for {
 		select {
 		case ev := <-events:
@@ -42,16 +42,22 @@ func connect(t *testing.T, addrs []string, timeout time.Duration) *zk.Conn {
 				return conn
 			}
 		case <-deadline:
-			t.Fatalf("no session with %v after 30s (state %v)", addrs, conn.State())
+			t.Fatalf("no session with %v after %v (state %v)", addrs, settleBound, conn.State())
 		}
 	}
 }
 
-// retry runs op until it succeeds, for up to 30 s: operations fail while a
-// client moves to another server.
+// settleBound is how long these tests give an ensemble to settle (elect,
+// serve) before they give up. Not a speed check: ZooKeeper's election can
+// go round for tens of seconds on a loaded machine (a server that sees a
+// leader only it has not yet agreed on backs off, doubling its wait).
+const settleBound = 90 * time.Second
+
+// retry runs op until it succeeds, for up to settleBound: operations fail
+// while a client moves to another server.
 func retry[T any](t *testing.T, what string, op func() (T, error)) T {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(settleBound)
 	for {
 		v, err := op()
 		if err == nil {
