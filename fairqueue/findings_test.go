@@ -37,11 +37,16 @@ func fq(t *testing.T, s *zkrecipes.Session, p string, opts ...fairqueue.Option) 
 	return q
 }
 
-// names lists dir through s (a plain read); a missing dir is empty. It
+// names lists dir through s (synced first); a missing dir is empty. It
 // may be called from a condition of require.Eventually, so it does not stop
 // the test.
 func names(t *testing.T, s *zkrecipes.Session, dir string) []string {
 	t.Helper()
+	// On an ensemble s may sit on another member than the writer: a sync
+	// first, so the listing has every write confirmed before it.
+	if _, err := s.Conn().Sync(dir); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		t.Errorf("sync %s: %v", dir, err)
+	}
 	ns, _, err := s.Conn().Children(dir)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		t.Errorf("list %s: %v", dir, err)
