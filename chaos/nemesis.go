@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -9,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/chaos/record"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
@@ -298,11 +299,14 @@ func (n *nemesis) isolated(kind string) (int, []Holding) {
 // if none came. The head is the line's lowest sequence number; its node's
 // owner is the consumer's session.
 func (n *nemesis) head() (int, string) {
-	conn, _, err := zk.Connect(n.cluster.Addrs(), 10*time.Second, zk.WithLogger(quiet{}))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	s, err := zkrecipes.Connect(ctx, n.cluster.Addrs(), zkrecipes.WithSessionTimeout(10*time.Second))
+	cancel()
 	if err != nil {
 		return -1, ""
 	}
-	defer conn.Close()
+	defer s.Close()
+	conn := s.Conn()
 	for deadline := time.Now().Add(n.holdMax + time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		nodes, _, err := conn.Children(n.line)
 		if err != nil || len(nodes) == 0 {
@@ -310,8 +314,9 @@ func (n *nemesis) head() (int, string) {
 		}
 		seq := func(name string) string { return name[strings.LastIndexByte(name, '-')+1:] }
 		first := slices.MinFunc(nodes, func(a, b string) int { return strings.Compare(seq(a), seq(b)) })
-		_, st, err := conn.Exists(n.line + "/" + first)
-		if err != nil || st == nil {
+		// go-zookeeper answers a missing node with a zero Stat: the bool says.
+		there, st, err := conn.Exists(n.line + "/" + first)
+		if err != nil || !there {
 			continue
 		}
 		slot, inc, ok := n.held.consumer(st.EphemeralOwner)
@@ -321,11 +326,6 @@ func (n *nemesis) head() (int, string) {
 	}
 	return -1, ""
 }
-
-// quiet drops go-zookeeper's log lines.
-type quiet struct{}
-
-func (quiet) Printf(string, ...any) {}
 
 // leases counts the holdings of locks, permits and leaderships (not jobs).
 func leases(hs []Holding) int {
