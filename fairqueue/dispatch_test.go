@@ -219,6 +219,54 @@ func TestDeadHeadPassedOver(t *testing.T) {
 	require.Eventually(t, func() bool { return len(names(t, other, p+"/line")) == 0 }, 2*deadTimeout, 50*time.Millisecond)
 }
 
+// A consumer taking with short Takes, each given up before the grace, still
+// passes over a dead head: the grace is the Queue's to count, not the
+// Take's, so a new Take behind the same head goes on counting where the
+// last one stopped rather than starting again. (Counted per Take, Takes of
+// 80 ms behind a head whose session lingers took nothing until it ended.)
+func TestShortTakesPassDeadHead(t *testing.T) {
+	srv := setup(t)
+	bin := buildChild(t, "consumer")
+	p := queuePath(t, srv.Addrs())
+	ctx := bg(t, 60*time.Second)
+	other := connect(t, srv.Addrs())
+	const deadTimeout = 10 * time.Second // far longer than the greatest grace, 2 s
+
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "FQ_ADDRS="+strings.Join(srv.Addrs(), ","), "FQ_PATH="+p, "FQ_TIMEOUT="+deadTimeout.String(), "FQ_WAIT=1")
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	l, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "waiting\n", l)
+	require.Eventually(t, func() bool { return len(names(t, other, p+"/line")) == 1 }, liveWait, time.Millisecond)
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	killed := time.Now()
+
+	q := fq(t, other, p)
+	id, err := q.Put(ctx, []byte("x"))
+	require.NoError(t, err)
+	const short = 80 * time.Millisecond // below the least grace, 100 ms
+	var j *fairqueue.Job
+	takes := 0
+	for j == nil && time.Since(killed) < deadTimeout/2 {
+		tctx, cancel := context.WithTimeout(ctx, short)
+		j, err = q.Take(tctx)
+		cancel()
+		takes++
+		if err != nil {
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+		}
+	}
+	require.NotNil(t, j, "%d Takes of %v behind a dead head took nothing in %v", takes, short, deadTimeout/2)
+	require.Equal(t, id, j.ID())
+	t.Logf("taken by Take %d, %v after the head was killed", takes, time.Since(killed).Round(time.Millisecond))
+	require.NoError(t, j.Ack(ctx))
+	require.Eventually(t, func() bool { return len(names(t, other, p+"/line")) == 0 }, 2*deadTimeout, 50*time.Millisecond)
+}
+
 // A head of the line cut off from the ensemble just as its hand-out
 // landed (the reply lost, and no way back for now: frozen, or dead with its
 // session lingering) holds the one item it claimed and nothing else: its

@@ -68,7 +68,9 @@
 // A head that froze or died (its session lingering) holds no one up for
 // long: the consumer second in line, after a grace of a few hand-outs' time
 // with items free and nothing handed out, passes the head over (writes its
-// node, checked to be still waiting) and hands out itself. An offer left
+// node, checked to be still waiting) and hands out itself. The grace is
+// counted by the consumer's Queue, not by its Take, so a loop of Takes each
+// shorter than the grace gets past a frozen head too. An offer left
 // unclaimed for the grace (its consumer frozen) is passed over by the next
 // hand-out, which gives its items to others; TryTake takes such an item too.
 // A consumer passed over joins the line again at its end.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -52,6 +53,12 @@ type Queue struct {
 	// consumer's look at where it stands), in nanoseconds: the grace a
 	// consumer in line gets is some of them.
 	rtt atomic.Int64
+	// graceHead is the head of the line that this Queue's consumer second
+	// in line last waited behind, and graceFrom when the grace it has to
+	// hand out items began (see waiter.second).
+	graceMu   sync.Mutex
+	graceHead string
+	graceFrom time.Time
 
 	// puts and acks send concurrent Puts, and Acks, in shared multis.
 	puts *group[putItem, putResult]

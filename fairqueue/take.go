@@ -269,10 +269,15 @@ func (w *waiter) setAhead(names []string) error {
 // unhanded for a grace (it froze, or died and its session lingers), we pass
 // it over and hand them out ourselves: a frozen head delays the line by a
 // grace, not a session timeout. An alive head so passed over loses only its
-// place in line. The grace is counted from when items could be handed out:
-// from now, and from each change of the items while none could be.
+// place in line. The grace is counted from when items could be handed out
+// (from the first look at this head, and from each change of the items
+// while none could be), by the Queue, not by this Take: a Take that ends
+// before the grace does, and the next one behind the same head, count on
+// from where it stopped.
 func (w *waiter) second(ctx context.Context) ([]*Job, wake, error) {
-	deadline := time.Now().Add(w.q.grace())
+	h := w.prev[0]
+	head := h.Path[len(w.q.line)+1:]
+	deadline := w.q.behind(head, false).Add(w.q.grace())
 	var items []<-chan zk.Event
 	for {
 		wk := w.wait(ctx, items, deadline)
@@ -280,19 +285,31 @@ func (w *waiter) second(ctx context.Context) ([]*Job, wake, error) {
 		case wk.err != nil:
 			return nil, wk, wk.err
 		case wk.src == firedItems:
-			items, deadline = nil, time.Now().Add(w.q.grace())
+			items, deadline = nil, w.q.behind(head, true).Add(w.q.grace())
 			continue
 		case wk.src != firedTimer:
 			return nil, wk, nil // our node or those ahead changed
 		}
-		h := w.prev[0]
-		js, idle, err := w.handOut(ctx, &standing{node: h.Path[len(w.q.line)+1:], version: h.Stat.Version}, true)
+		js, idle, err := w.handOut(ctx, &standing{node: head, version: h.Stat.Version}, true)
 		if js != nil || err != nil || idle == nil {
 			return js, wake{}, err
 		}
 		// Nothing the head could have handed out: wait for items.
+		w.q.behind(head, true)
 		items, deadline = idle.watches, idle.next
 	}
+}
+
+// behind returns when this Queue began to count the grace of head, the
+// head of the line as seen from the place second in it: now, if head is
+// not the one it counts for, or if restart says the count starts again.
+func (q *Queue) behind(head string, restart bool) time.Time {
+	q.graceMu.Lock()
+	defer q.graceMu.Unlock()
+	if restart || q.graceHead != head {
+		q.graceHead, q.graceFrom = head, time.Now()
+	}
+	return q.graceFrom
 }
 
 // wake is what woke a waiter: the source, the event's type, and for a node
