@@ -557,6 +557,249 @@ var queueScenarios = []queueScenario{
 			requireHit(t, hit, "Nack", f)
 		},
 	},
+
+	{
+		// TryTake with an item pending, on a queue used before: it reads
+		// the offers standing (getData of line/), lists the queue
+		// (getChildren2), reads the item (getData) and claims it with a
+		// multi (create, setData).
+		name: "try-take",
+		ops:  []int32{zktest.OpGetChildren2, zktest.OpGetData, zktest.OpMulti, zktest.OpCreate, zktest.OpSetData},
+		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
+			warm(t, ctx, e)
+			_, err := fq(t, e.other, e.p).Put(ctx, []byte("x"))
+			require.NoError(t, err)
+			fctx, cancel := f.arm(e, ctx)
+			defer cancel()
+			j, err := fq(t, e.s, e.p).TryTake(fctx)
+			hit := f.done(e, 200*time.Millisecond)
+			var got []string
+			switch {
+			case err != nil:
+				require.True(t, f.byCtx() && isCtxErr(err), "TryTake with a %v: %v", f, err)
+			default:
+				requireKept(t, j, "taken with a "+f.String())
+				got = append(got, string(j.Data()))
+				settle(t, ctx, "Ack", j.Ack(ctx), j.Ack)
+			}
+			requireClean(t, e, f.String()) // a claim that landed for a TryTake that gave up is gone
+			got = append(got, drainAll(t, ctx, e)...)
+			require.Equal(t, []string{"x"}, got, "the item, delivered once, after a TryTake with a %v", f)
+			usable(t, ctx, e, f.String())
+			requireHit(t, hit, "TryTake", f)
+		},
+	},
+	{
+		// PutMany into a known bucket: one multi, checking the bucket's
+		// version (check) and creating the items (create); all or none.
+		name: "put-many",
+		ops:  []int32{zktest.OpMulti, zktest.OpCheck, zktest.OpCreate},
+		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
+			warm(t, ctx, e)
+			fctx, cancel := f.arm(e, ctx)
+			defer cancel()
+			ids, err := fq(t, e.s, e.p).PutMany(fctx, [][]byte{[]byte("a"), []byte("b")})
+			hit := f.done(e, 0)
+			if err != nil {
+				require.True(t, errors.Is(err, fairqueue.ErrOutcomeUnknown) || f.byCtx() && isCtxErr(err),
+					"PutMany with a %v: %v (want nil, or an error wrapping ErrOutcomeUnknown)", f, err)
+				time.Sleep(100 * time.Millisecond) // let an abandoned write land
+			}
+			got := drainAll(t, ctx, e)
+			if err == nil || len(got) > 0 {
+				require.Equal(t, []string{"a", "b"}, got, "items after a PutMany (ids %v, err %v) with a %v", ids, err, f)
+			}
+			requireClean(t, e, f.String())
+			usable(t, ctx, e, f.String())
+			requireHit(t, hit, "PutMany", f)
+		},
+	},
+	{
+		// Put WithDelay: one multi creating the entry in delayed/ (create).
+		// Once due, a consumer moves it into the queue and takes it.
+		name: "put-delayed",
+		ops:  []int32{zktest.OpMulti, zktest.OpCreate},
+		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
+			warm(t, ctx, e)
+			const delay = 30 * time.Millisecond
+			fctx, cancel := f.arm(e, ctx)
+			defer cancel()
+			id, err := fq(t, e.s, e.p).Put(fctx, []byte("x"), fairqueue.WithDelay(delay))
+			hit := f.done(e, 0)
+			if err != nil {
+				require.True(t, errors.Is(err, fairqueue.ErrOutcomeUnknown) || f.byCtx() && isCtxErr(err),
+					"Put WithDelay with a %v: %v (want nil, or an error wrapping ErrOutcomeUnknown)", f, err)
+			}
+			time.Sleep(delay + 100*time.Millisecond) // due, and an abandoned write landed
+			got := drainAll(t, ctx, e)
+			if err == nil || len(got) > 0 {
+				require.Equal(t, []string{"x"}, got, "items after a Put WithDelay (id %q, err %v) with a %v", id, err, f)
+			}
+			require.Empty(t, names(t, e.other, e.p+"/delayed"), "a delayed entry left after a %v", f)
+			requireClean(t, e, f.String())
+			usable(t, ctx, e, f.String())
+			requireHit(t, hit, "Put WithDelay", f)
+		},
+	},
+	{
+		// A delayed item has come due: TryTake moves it into the queue (it
+		// reads the entry, getData, and puts it with a multi that deletes
+		// the entry: create, delete), then takes it.
+		name: "promote",
+		ops:  []int32{zktest.OpGetData, zktest.OpMulti, zktest.OpCreate, zktest.OpDelete},
+		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
+			warm(t, ctx, e)
+			const delay = 20 * time.Millisecond
+			_, err := fq(t, e.other, e.p).Put(ctx, []byte("x"), fairqueue.WithDelay(delay))
+			require.NoError(t, err)
+			time.Sleep(2 * delay)
+			fctx, cancel := f.arm(e, ctx)
+			defer cancel()
+			j, err := fq(t, e.s, e.p).TryTake(fctx)
+			hit := f.done(e, 200*time.Millisecond)
+			var got []string
+			switch {
+			case err != nil:
+				require.True(t, f.byCtx() && isCtxErr(err), "TryTake of a due item with a %v: %v", f, err)
+			default:
+				requireKept(t, j, "taken with a "+f.String())
+				got = append(got, string(j.Data()))
+				settle(t, ctx, "Ack", j.Ack(ctx), j.Ack)
+			}
+			time.Sleep(100 * time.Millisecond) // let an abandoned move land
+			got = append(got, drainAll(t, ctx, e)...)
+			require.Equal(t, []string{"x"}, got, "the due item, moved and delivered once, after a %v", f)
+			require.Empty(t, names(t, e.other, e.p+"/delayed"), "a delayed entry left after a %v", f)
+			requireClean(t, e, f.String())
+			usable(t, ctx, e, f.String())
+			requireHit(t, hit, "TryTake", f)
+		},
+	},
+	{
+		// NackAfter: one multi that creates the item's node in held/
+		// (create) and deletes the claim (delete). The item comes back
+		// once the hold is over, and its claim deletes the held node.
+		name: "nack-after",
+		ops:  []int32{zktest.OpMulti, zktest.OpCreate, zktest.OpDelete},
+		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
+			q := fq(t, e.s, e.p)
+			id, err := q.Put(ctx, []byte("x"))
+			require.NoError(t, err)
+			j, err := q.Take(ctx)
+			require.NoError(t, err)
+			fctx, cancel := f.arm(e, ctx)
+			defer cancel()
+			err = j.NackAfter(fctx, 50*time.Millisecond)
+			hit := f.done(e, 0)
+			settledAlone(t, "NackAfter with a "+f.String(), err)
+			j = takeWithin(t, fq(t, e.other, e.p), e.other, e.p, "the item given back with a "+f.String())
+			require.Equal(t, id, j.ID())
+			require.Equal(t, 2, j.Attempt())
+			require.NoError(t, j.Ack(ctx))
+			require.Empty(t, names(t, e.other, e.p+"/held"), "a held node left after a %v", f)
+			requireClean(t, e, f.String())
+			usable(t, ctx, e, f.String())
+			requireHit(t, hit, "NackAfter", f)
+		},
+	},
+	{
+		// Requeue: it reads the dead letter (getData) and puts it back
+		// with a multi that deletes it (check, create, delete): the item
+		// is back and the dead letter gone, or neither.
+		name: "requeue",
+		ops:  []int32{zktest.OpGetData, zktest.OpMulti, zktest.OpCheck, zktest.OpCreate, zktest.OpDelete},
+		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
+			id := deadLetter(t, ctx, e)
+			fctx, cancel := f.arm(e, ctx)
+			defer cancel()
+			_, err := fq(t, e.s, e.p).Requeue(fctx, id)
+			hit := f.done(e, 0)
+			if err != nil {
+				require.True(t, errors.Is(err, fairqueue.ErrOutcomeUnknown) || f.byCtx() && isCtxErr(err),
+					"Requeue with a %v: %v (want nil, or an error wrapping ErrOutcomeUnknown)", f, err)
+				time.Sleep(100 * time.Millisecond) // let an abandoned write land
+			}
+			dead, derr := fq(t, e.other, e.p).DeadLetters(ctx)
+			require.NoError(t, derr)
+			got := drainAll(t, ctx, e)
+			switch {
+			case err == nil || len(dead) == 0:
+				require.Empty(t, dead, "the dead letter left after a Requeue (err %v) with a %v", err, f)
+				require.Equal(t, []string{"x"}, got, "the item requeued once with a %v", f)
+			default:
+				require.Empty(t, got, "an item requeued while its dead letter stays, with a %v", f)
+				_, err = fq(t, e.other, e.p).Requeue(ctx, id)
+				require.NoError(t, err)
+				require.Equal(t, []string{"x"}, drainAll(t, ctx, e))
+			}
+			requireClean(t, e, f.String())
+			usable(t, ctx, e, f.String())
+			requireHit(t, hit, "Requeue", f)
+		},
+	},
+	{
+		// DeadLetters: it lists dead/ (getChildren2) and reads each
+		// (getData). Reads change nothing; a dropped one is asked again.
+		name: "dead-letters",
+		ops:  []int32{zktest.OpGetChildren2, zktest.OpGetData},
+		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
+			id := deadLetter(t, ctx, e)
+			fctx, cancel := f.arm(e, ctx)
+			defer cancel()
+			dead, err := fq(t, e.s, e.p).DeadLetters(fctx)
+			hit := f.done(e, 0)
+			if err != nil {
+				require.True(t, f.byCtx() && isCtxErr(err), "DeadLetters with a %v: %v", f, err)
+			} else {
+				require.Len(t, dead, 1, "DeadLetters with a %v", f)
+				require.Equal(t, id, dead[0].ID)
+				require.Equal(t, "x", string(dead[0].Data))
+			}
+			_, err = fq(t, e.other, e.p).Requeue(ctx, id)
+			require.NoError(t, err, "the dead letter, after DeadLetters with a %v", f)
+			require.Equal(t, []string{"x"}, drainAll(t, ctx, e))
+			requireClean(t, e, f.String())
+			usable(t, ctx, e, f.String())
+			requireHit(t, hit, "DeadLetters", f)
+		},
+	},
+	{
+		// Len: it lists items/ and claims/ (getChildren2) and asks each
+		// bucket's size (exists). Reads change nothing.
+		name: "len",
+		ops:  []int32{zktest.OpGetChildren2, zktest.OpExists},
+		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
+			warm(t, ctx, e)
+			_, err := fq(t, e.other, e.p).PutMany(ctx, [][]byte{[]byte("a"), []byte("b")})
+			require.NoError(t, err)
+			fctx, cancel := f.arm(e, ctx)
+			defer cancel()
+			n, err := fq(t, e.s, e.p).Len(fctx)
+			hit := f.done(e, 0)
+			if err != nil {
+				require.True(t, f.byCtx() && isCtxErr(err), "Len with a %v: %v", f, err)
+			} else {
+				require.Equal(t, 2, n, "Len with a %v", f)
+			}
+			require.Equal(t, []string{"a", "b"}, drainAll(t, ctx, e))
+			requireClean(t, e, f.String())
+			usable(t, ctx, e, f.String())
+			requireHit(t, hit, "Len", f)
+		},
+	},
+}
+
+// deadLetter makes a dead letter "x" (delivered once, at most once) through
+// the other session, and returns its id.
+func deadLetter(t *testing.T, ctx context.Context, e queueEnv) string {
+	t.Helper()
+	q := fq(t, e.other, e.p, fairqueue.WithMaxAttempts(1))
+	id, err := q.Put(ctx, []byte("x"))
+	require.NoError(t, err)
+	j, err := q.Take(ctx)
+	require.NoError(t, err)
+	require.NoError(t, j.Nack(ctx))
+	return id
 }
 
 func runQueueFaults(t *testing.T, faults func(sc queueScenario) []*fault) {
