@@ -181,24 +181,12 @@ func TestFrozenConsumerOfferPassedOver(t *testing.T) {
 // items, long before the dead session expires.
 func TestDeadHeadPassedOver(t *testing.T) {
 	srv := setup(t)
-	bin := buildChild(t, "consumer")
 	p := queuePath(t, srv.Addrs())
 	ctx := bg(t, 60*time.Second)
 	other := connect(t, srv.Addrs())
 	const deadTimeout = 30 * time.Second // far longer than liveWait
 
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "FQ_ADDRS="+strings.Join(srv.Addrs(), ","), "FQ_PATH="+p, "FQ_TIMEOUT="+deadTimeout.String(), "FQ_WAIT=1")
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	l, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, "waiting\n", l)
-	require.Eventually(t, func() bool { return len(names(t, other, p+"/line")) == 1 }, liveWait, time.Millisecond)
-	require.NoError(t, cmd.Process.Kill())
-	_ = cmd.Wait()
-	killed := time.Now()
+	killed := deadHead(t, srv.Addrs(), other, p, deadTimeout)
 
 	q := fq(t, other, p)
 	got := make(chan taken, 1)
@@ -226,24 +214,12 @@ func TestDeadHeadPassedOver(t *testing.T) {
 // 80 ms behind a head whose session lingers took nothing until it ended.)
 func TestShortTakesPassDeadHead(t *testing.T) {
 	srv := setup(t)
-	bin := buildChild(t, "consumer")
 	p := queuePath(t, srv.Addrs())
 	ctx := bg(t, 60*time.Second)
 	other := connect(t, srv.Addrs())
 	const deadTimeout = 10 * time.Second // far longer than the greatest grace, 2 s
 
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "FQ_ADDRS="+strings.Join(srv.Addrs(), ","), "FQ_PATH="+p, "FQ_TIMEOUT="+deadTimeout.String(), "FQ_WAIT=1")
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	l, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, "waiting\n", l)
-	require.Eventually(t, func() bool { return len(names(t, other, p+"/line")) == 1 }, liveWait, time.Millisecond)
-	require.NoError(t, cmd.Process.Kill())
-	_ = cmd.Wait()
-	killed := time.Now()
+	killed := deadHead(t, srv.Addrs(), other, p, deadTimeout)
 
 	q := fq(t, other, p)
 	id, err := q.Put(ctx, []byte("x"))
@@ -265,6 +241,25 @@ func TestShortTakesPassDeadHead(t *testing.T) {
 	t.Logf("taken by Take %d, %v after the head was killed", takes, time.Since(killed).Round(time.Millisecond))
 	require.NoError(t, j.Ack(ctx))
 	require.Eventually(t, func() bool { return len(names(t, other, p+"/line")) == 0 }, 2*deadTimeout, 50*time.Millisecond)
+}
+
+// deadHead puts at the head of the line at p a consumer (a process of its
+// own, with sessions of timeout) and kills it with SIGKILL: its session
+// lingers, its node in line with it. It returns when it was killed.
+func deadHead(t *testing.T, addrs []string, other *zkrecipes.Session, p string, timeout time.Duration) time.Time {
+	t.Helper()
+	cmd := exec.Command(buildChild(t, "consumer"))
+	cmd.Env = append(os.Environ(), "FQ_ADDRS="+strings.Join(addrs, ","), "FQ_PATH="+p, "FQ_TIMEOUT="+timeout.String(), "FQ_WAIT=1")
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	l, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "waiting\n", l)
+	require.Eventually(t, func() bool { return len(names(t, other, p+"/line")) == 1 }, liveWait, time.Millisecond)
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	return time.Now()
 }
 
 // A head of the line cut off from the ensemble just as its hand-out

@@ -185,11 +185,7 @@ func putCase(t *testing.T, ctx context.Context, e queueEnv, f *fault, q *fairque
 	defer cancel()
 	id, err := q.Put(fctx, []byte("x"))
 	hit := f.done(e, 0)
-	if err != nil {
-		require.True(t, errors.Is(err, fairqueue.ErrOutcomeUnknown) || f.byCtx() && isCtxErr(err),
-			"Put with a %v: %v (want nil, or an error wrapping ErrOutcomeUnknown)", f, err)
-		time.Sleep(100 * time.Millisecond) // let an abandoned write land
-	}
+	requireWriteOutcome(t, "Put", f, err)
 	got := drainAll(t, ctx, e)
 	want := append(before, "x")
 	if err != nil && len(got) == len(before) {
@@ -506,23 +502,7 @@ var queueScenarios = []queueScenario{
 		name: "nack",
 		ops:  []int32{zktest.OpMulti, zktest.OpCheck, zktest.OpDelete},
 		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
-			q := fq(t, e.s, e.p)
-			id, err := q.Put(ctx, []byte("x"))
-			require.NoError(t, err)
-			j, err := q.Take(ctx)
-			require.NoError(t, err)
-			fctx, cancel := f.arm(e, ctx)
-			defer cancel()
-			err = j.Nack(fctx)
-			hit := f.done(e, 0)
-			settledAlone(t, "Nack with a "+f.String(), err)
-			j = takeWithin(t, fq(t, e.other, e.p), e.other, e.p, "the item given back with a "+f.String())
-			require.Equal(t, id, j.ID())
-			require.Equal(t, 2, j.Attempt())
-			require.NoError(t, j.Ack(ctx))
-			requireClean(t, e, f.String())
-			usable(t, ctx, e, f.String())
-			requireHit(t, hit, "Nack", f)
+			nackCase(t, ctx, e, f, "Nack", (*fairqueue.Job).Nack)
 		},
 	},
 	{
@@ -569,24 +549,7 @@ var queueScenarios = []queueScenario{
 			warm(t, ctx, e)
 			_, err := fq(t, e.other, e.p).Put(ctx, []byte("x"))
 			require.NoError(t, err)
-			fctx, cancel := f.arm(e, ctx)
-			defer cancel()
-			j, err := fq(t, e.s, e.p).TryTake(fctx)
-			hit := f.done(e, 200*time.Millisecond)
-			var got []string
-			switch {
-			case err != nil:
-				require.True(t, f.byCtx() && isCtxErr(err), "TryTake with a %v: %v", f, err)
-			default:
-				requireKept(t, j, "taken with a "+f.String())
-				got = append(got, string(j.Data()))
-				settle(t, ctx, "Ack", j.Ack(ctx), j.Ack)
-			}
-			requireClean(t, e, f.String()) // a claim that landed for a TryTake that gave up is gone
-			got = append(got, drainAll(t, ctx, e)...)
-			require.Equal(t, []string{"x"}, got, "the item, delivered once, after a TryTake with a %v", f)
-			usable(t, ctx, e, f.String())
-			requireHit(t, hit, "TryTake", f)
+			tryTakeCase(t, ctx, e, f, "the item")
 		},
 	},
 	{
@@ -600,11 +563,7 @@ var queueScenarios = []queueScenario{
 			defer cancel()
 			ids, err := fq(t, e.s, e.p).PutMany(fctx, [][]byte{[]byte("a"), []byte("b")})
 			hit := f.done(e, 0)
-			if err != nil {
-				require.True(t, errors.Is(err, fairqueue.ErrOutcomeUnknown) || f.byCtx() && isCtxErr(err),
-					"PutMany with a %v: %v (want nil, or an error wrapping ErrOutcomeUnknown)", f, err)
-				time.Sleep(100 * time.Millisecond) // let an abandoned write land
-			}
+			requireWriteOutcome(t, "PutMany", f, err)
 			got := drainAll(t, ctx, e)
 			if err == nil || len(got) > 0 {
 				require.Equal(t, []string{"a", "b"}, got, "items after a PutMany (ids %v, err %v) with a %v", ids, err, f)
@@ -626,11 +585,8 @@ var queueScenarios = []queueScenario{
 			defer cancel()
 			id, err := fq(t, e.s, e.p).Put(fctx, []byte("x"), fairqueue.WithDelay(delay))
 			hit := f.done(e, 0)
-			if err != nil {
-				require.True(t, errors.Is(err, fairqueue.ErrOutcomeUnknown) || f.byCtx() && isCtxErr(err),
-					"Put WithDelay with a %v: %v (want nil, or an error wrapping ErrOutcomeUnknown)", f, err)
-			}
-			time.Sleep(delay + 100*time.Millisecond) // due, and an abandoned write landed
+			requireWriteOutcome(t, "Put WithDelay", f, err)
+			time.Sleep(delay) // due
 			got := drainAll(t, ctx, e)
 			if err == nil || len(got) > 0 {
 				require.Equal(t, []string{"x"}, got, "items after a Put WithDelay (id %q, err %v) with a %v", id, err, f)
@@ -653,26 +609,8 @@ var queueScenarios = []queueScenario{
 			_, err := fq(t, e.other, e.p).Put(ctx, []byte("x"), fairqueue.WithDelay(delay))
 			require.NoError(t, err)
 			time.Sleep(2 * delay)
-			fctx, cancel := f.arm(e, ctx)
-			defer cancel()
-			j, err := fq(t, e.s, e.p).TryTake(fctx)
-			hit := f.done(e, 200*time.Millisecond)
-			var got []string
-			switch {
-			case err != nil:
-				require.True(t, f.byCtx() && isCtxErr(err), "TryTake of a due item with a %v: %v", f, err)
-			default:
-				requireKept(t, j, "taken with a "+f.String())
-				got = append(got, string(j.Data()))
-				settle(t, ctx, "Ack", j.Ack(ctx), j.Ack)
-			}
-			time.Sleep(100 * time.Millisecond) // let an abandoned move land
-			got = append(got, drainAll(t, ctx, e)...)
-			require.Equal(t, []string{"x"}, got, "the due item, moved and delivered once, after a %v", f)
+			tryTakeCase(t, ctx, e, f, "the due item, moved")
 			require.Empty(t, names(t, e.other, e.p+"/delayed"), "a delayed entry left after a %v", f)
-			requireClean(t, e, f.String())
-			usable(t, ctx, e, f.String())
-			requireHit(t, hit, "TryTake", f)
 		},
 	},
 	{
@@ -682,24 +620,10 @@ var queueScenarios = []queueScenario{
 		name: "nack-after",
 		ops:  []int32{zktest.OpMulti, zktest.OpCreate, zktest.OpDelete},
 		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
-			q := fq(t, e.s, e.p)
-			id, err := q.Put(ctx, []byte("x"))
-			require.NoError(t, err)
-			j, err := q.Take(ctx)
-			require.NoError(t, err)
-			fctx, cancel := f.arm(e, ctx)
-			defer cancel()
-			err = j.NackAfter(fctx, 50*time.Millisecond)
-			hit := f.done(e, 0)
-			settledAlone(t, "NackAfter with a "+f.String(), err)
-			j = takeWithin(t, fq(t, e.other, e.p), e.other, e.p, "the item given back with a "+f.String())
-			require.Equal(t, id, j.ID())
-			require.Equal(t, 2, j.Attempt())
-			require.NoError(t, j.Ack(ctx))
+			nackCase(t, ctx, e, f, "NackAfter", func(j *fairqueue.Job, ctx context.Context) error {
+				return j.NackAfter(ctx, 50*time.Millisecond)
+			})
 			require.Empty(t, names(t, e.other, e.p+"/held"), "a held node left after a %v", f)
-			requireClean(t, e, f.String())
-			usable(t, ctx, e, f.String())
-			requireHit(t, hit, "NackAfter", f)
 		},
 	},
 	{
@@ -714,11 +638,7 @@ var queueScenarios = []queueScenario{
 			defer cancel()
 			_, err := fq(t, e.s, e.p).Requeue(fctx, id)
 			hit := f.done(e, 0)
-			if err != nil {
-				require.True(t, errors.Is(err, fairqueue.ErrOutcomeUnknown) || f.byCtx() && isCtxErr(err),
-					"Requeue with a %v: %v (want nil, or an error wrapping ErrOutcomeUnknown)", f, err)
-				time.Sleep(100 * time.Millisecond) // let an abandoned write land
-			}
+			requireWriteOutcome(t, "Requeue", f, err)
 			dead, derr := fq(t, e.other, e.p).DeadLetters(ctx)
 			require.NoError(t, derr)
 			got := drainAll(t, ctx, e)
@@ -748,9 +668,7 @@ var queueScenarios = []queueScenario{
 			defer cancel()
 			dead, err := fq(t, e.s, e.p).DeadLetters(fctx)
 			hit := f.done(e, 0)
-			if err != nil {
-				require.True(t, f.byCtx() && isCtxErr(err), "DeadLetters with a %v: %v", f, err)
-			} else {
+			if readAnswered(t, "DeadLetters", f, err) {
 				require.Len(t, dead, 1, "DeadLetters with a %v", f)
 				require.Equal(t, id, dead[0].ID)
 				require.Equal(t, "x", string(dead[0].Data))
@@ -776,9 +694,7 @@ var queueScenarios = []queueScenario{
 			defer cancel()
 			n, err := fq(t, e.s, e.p).Len(fctx)
 			hit := f.done(e, 0)
-			if err != nil {
-				require.True(t, f.byCtx() && isCtxErr(err), "Len with a %v: %v", f, err)
-			} else {
+			if readAnswered(t, "Len", f, err) {
 				require.Equal(t, 2, n, "Len with a %v", f)
 			}
 			require.Equal(t, []string{"a", "b"}, drainAll(t, ctx, e))
@@ -787,6 +703,77 @@ var queueScenarios = []queueScenario{
 			requireHit(t, hit, "Len", f)
 		},
 	},
+}
+
+// requireWriteOutcome accepts what a write under the fault f said: nil, an
+// outcome not known (ErrOutcomeUnknown), or, with a ctx fault, ctx's error;
+// after an error it gives an abandoned write a moment to land.
+func requireWriteOutcome(t *testing.T, what string, f *fault, err error) {
+	t.Helper()
+	if err != nil {
+		require.True(t, errors.Is(err, fairqueue.ErrOutcomeUnknown) || f.byCtx() && isCtxErr(err),
+			"%s with a %v: %v (want nil, or an error wrapping ErrOutcomeUnknown)", what, f, err)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// readAnswered accepts what a read under the fault f said: an answer, or,
+// with a ctx fault only, ctx's error (a dropped read is asked again); it
+// reports whether there is an answer to check.
+func readAnswered(t *testing.T, what string, f *fault, err error) bool {
+	t.Helper()
+	if err != nil {
+		require.True(t, f.byCtx() && isCtxErr(err), "%s with a %v: %v", what, f, err)
+	}
+	return err == nil
+}
+
+// tryTakeCase takes the one pending item "x" with TryTake under the fault:
+// TryTake gets it (with a ctx fault it may give up), the Job is not lost,
+// and the item is delivered once in all, to it or later.
+func tryTakeCase(t *testing.T, ctx context.Context, e queueEnv, f *fault, what string) {
+	t.Helper()
+	fctx, cancel := f.arm(e, ctx)
+	defer cancel()
+	j, err := fq(t, e.s, e.p).TryTake(fctx)
+	hit := f.done(e, 200*time.Millisecond)
+	var got []string
+	if !readAnswered(t, "TryTake", f, err) {
+		time.Sleep(100 * time.Millisecond) // let an abandoned claim land (it is deleted then)
+	} else {
+		requireKept(t, j, "taken with a "+f.String())
+		got = append(got, string(j.Data()))
+		settle(t, ctx, "Ack", j.Ack(ctx), j.Ack)
+	}
+	requireClean(t, e, f.String()) // a claim that landed for a TryTake that gave up is gone
+	got = append(got, drainAll(t, ctx, e)...)
+	require.Equal(t, []string{"x"}, got, "%s, delivered once, after a TryTake with a %v", what, f)
+	usable(t, ctx, e, f.String())
+	requireHit(t, hit, "TryTake", f)
+}
+
+// nackCase takes the item "x" on the faulted session and gives it back
+// with nack under the fault: the item comes back (its second delivery),
+// whatever the call said, and nothing of the first claim stays.
+func nackCase(t *testing.T, ctx context.Context, e queueEnv, f *fault, what string, nack func(*fairqueue.Job, context.Context) error) {
+	t.Helper()
+	q := fq(t, e.s, e.p)
+	id, err := q.Put(ctx, []byte("x"))
+	require.NoError(t, err)
+	j, err := q.Take(ctx)
+	require.NoError(t, err)
+	fctx, cancel := f.arm(e, ctx)
+	defer cancel()
+	err = nack(j, fctx)
+	hit := f.done(e, 0)
+	settledAlone(t, what+" with a "+f.String(), err)
+	j = takeWithin(t, fq(t, e.other, e.p), e.other, e.p, "the item given back with a "+f.String())
+	require.Equal(t, id, j.ID())
+	require.Equal(t, 2, j.Attempt())
+	require.NoError(t, j.Ack(ctx))
+	requireClean(t, e, f.String())
+	usable(t, ctx, e, f.String())
+	requireHit(t, hit, what, f)
 }
 
 // deadLetter makes a dead letter "x" (delivered once, at most once) through
