@@ -96,7 +96,8 @@ stress: zk-up
 # queue must make, the choice of item made for free in process), kazoo's
 # Queue and LockingQueue and Curator's DistributedQueue and
 # SimpleDistributedQueue (Debian's, as for interop) on one server,
-# alternating rounds, with the claim writes the server refused per item;
+# alternating rounds, with the consumers' reads and writes and the refused
+# claim writes per item;
 # then the consumer-scaling curve of fairqueue and the floor, written to
 # bench/results/queue-scaling.{csv,png}. A quick try (2 rounds of 3s, 1 and
 # 4 consumers, into bench/results/quick):

@@ -9,8 +9,9 @@ import (
 	"time"
 )
 
-// Claims counts the claim writes that clients send through its Dial (a
-// zk.Dialer), and those of them the server refused: a multi that creates
+// Claims counts the requests that consumers send through its Dial (a
+// zk.Dialer), reads and writes, and among them the claim writes and those
+// the server refused: a multi that creates
 // a node under a "/claims/" directory is a claim (fairqueue's and the
 // floor's), and one whose reply says it failed is a claim that lost. The
 // server logs a failed write as it does one that succeeds (a proposal,
@@ -20,11 +21,30 @@ import (
 // opcode and the multi's paths, reply frames for the xid, the error and a
 // multi's first result.
 type Claims struct {
-	sent, failed atomic.Int64
+	sent, failed, reads, writes atomic.Int64
 }
 
-// Counts returns the claims sent and refused so far.
-func (c *Claims) Counts() (sent, failed int64) { return c.sent.Load(), c.failed.Load() }
+// Counts are the requests a Claims counted.
+type Counts struct {
+	Sent, Failed  int64 // claim writes, and those refused
+	Reads, Writes int64 // every request but pings and watches re-set; a multi is one write
+}
+
+// Counts returns what was counted so far.
+func (c *Claims) Counts() Counts {
+	return Counts{Sent: c.sent.Load(), Failed: c.failed.Load(), Reads: c.reads.Load(), Writes: c.writes.Load()}
+}
+
+func (a Counts) minus(b Counts) Counts {
+	return Counts{Sent: a.Sent - b.Sent, Failed: a.Failed - b.Failed, Reads: a.Reads - b.Reads, Writes: a.Writes - b.Writes}
+}
+
+// DialProducer connects a producer: nothing it sends is counted (the
+// producers of the implementations differ in how they batch, which the
+// items/s say; the counts are of what consuming costs).
+func (c *Claims) DialProducer(network, address string, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout(network, address, timeout)
+}
 
 // Dial connects as net.DialTimeout does, through a counting conn.
 func (c *Claims) Dial(network, address string, timeout time.Duration) (net.Conn, error) {
@@ -35,10 +55,16 @@ func (c *Claims) Dial(network, address string, timeout time.Duration) (net.Conn,
 	return &countConn{Conn: conn, c: c, pending: map[int32]bool{}}, nil
 }
 
-// The opcodes read here, as ZooKeeper numbers them.
+// The opcodes read here, as ZooKeeper numbers them, and the reads and the
+// writes among them.
 const (
 	opCreate = 1
 	opMulti  = 14
+)
+
+var (
+	readOps  = map[int32]bool{3: true, 4: true, 8: true, 9: true, 12: true} // exists, getData, getChildren, sync, getChildren2
+	writeOps = map[int32]bool{1: true, 2: true, 5: true, 13: true, 14: true, 15: true, 19: true, 20: true}
 )
 
 // countConn follows one connection's frames both ways.
@@ -58,6 +84,12 @@ func (cc *countConn) Write(p []byte) (int, error) {
 			return // the connect request
 		}
 		xid := int32(binary.BigEndian.Uint32(body))
+		switch op := int32(binary.BigEndian.Uint32(body[4:])); {
+		case readOps[op]:
+			cc.c.reads.Add(1)
+		case writeOps[op]:
+			cc.c.writes.Add(1)
+		}
 		if int32(binary.BigEndian.Uint32(body[4:])) == opMulti && createsClaim(body[8:]) {
 			cc.pending[xid] = true
 			cc.c.sent.Add(1)
@@ -145,29 +177,32 @@ func (f *frames) feed(p []byte, keep int, on func(first bool, head []byte)) {
 	}
 }
 
-// during counts the claims of the window w: it takes the counts at its
+// during counts the requests of the window w: it takes the counts at its
 // start and at its end, and the function it returns (called once w is
-// over) gives what was sent and refused in between.
-func (c *Claims) during(w window) func() (sent, failed int64) {
+// over) gives what was counted in between.
+func (c *Claims) during(w window) func() Counts {
 	var mu sync.Mutex
-	var s0, f0, s1, f1 int64
+	var c0, c1 Counts
 	t0 := time.AfterFunc(time.Until(w.start), func() {
 		mu.Lock()
 		defer mu.Unlock()
-		s0, f0 = c.Counts()
+		c0 = c.Counts()
 	})
 	t1 := time.AfterFunc(time.Until(w.end), func() {
 		mu.Lock()
 		defer mu.Unlock()
-		s1, f1 = c.Counts()
+		c1 = c.Counts()
 	})
-	return func() (int64, int64) {
+	return func() Counts {
 		// Both fired by now (w is over); stopping is for a round that
 		// failed early.
 		t0.Stop()
 		t1.Stop()
 		mu.Lock()
 		defer mu.Unlock()
-		return max(0, s1-s0), max(0, f1-f0)
+		if c1 == (Counts{}) {
+			return Counts{}
+		}
+		return c1.minus(c0)
 	}
 }

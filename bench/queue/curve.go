@@ -23,6 +23,9 @@ type Point struct {
 	// FailedPerItem: claim writes the server refused per item acked, over
 	// all rounds' windows.
 	FailedPerItem float64
+	// ReadsPerItem, WritesPerItem: the consumers' requests per item acked,
+	// over all rounds' windows (see Claims).
+	ReadsPerItem, WritesPerItem float64
 }
 
 // Summarize makes the point of one consumer count's rounds (at least one).
@@ -31,18 +34,19 @@ func Summarize(rs []ScaleResult) Point {
 		Rounds: len(rs), Ideal: rs[0].Ideal(), MinBacklog: rs[0].MinBacklog}
 	var perSec []float64
 	var take []time.Duration
-	var failed, acked int64
+	var n Counts
+	var acked int64
 	for _, r := range rs {
-		failed += r.ClaimsFailed
+		n.Failed += r.Failed
+		n.Reads += r.Reads
+		n.Writes += r.Writes
 		acked += r.Acked
 		perSec = append(perSec, r.PerSec())
 		take = append(take, r.Take...)
 		p.MinBacklog = min(p.MinBacklog, r.MinBacklog)
 	}
 	p.PerSec, p.Min, p.Max = bench.Median(perSec), slices.Min(perSec), slices.Max(perSec)
-	if acked > 0 {
-		p.FailedPerItem = float64(failed) / float64(acked)
-	}
+	p.FailedPerItem, p.ReadsPerItem, p.WritesPerItem = perItem(n.Failed, acked), perItem(n.Reads, acked), perItem(n.Writes, acked)
 	p.TakeP50, p.TakeP99 = bench.Percentile(take, 50), bench.Percentile(take, 99)
 	return p
 }

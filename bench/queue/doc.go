@@ -10,7 +10,8 @@
 // payloads as fast as they can, consumers taking (and acking, where the
 // queue has an ack) as fast as they can, for a warm-up and then a measured
 // window. fairqueue and the floor run in this process, where Claims counts
-// their claim writes and those the server refused; the others run as peer
+// what their consumers send (reads, writes, the claim writes and those the
+// server refused), per item consumed; the others run as peer
 // processes (peers/), which print {"ready":true} once connected, start on
 // a line read from stdin and report each worker's counts and take
 // latencies as a JSON line (Report).

@@ -20,8 +20,8 @@ const opTimeout = 30 * time.Second
 // runFairqueue runs the loop with fairqueue in this process: one session
 // and one Queue per worker, through fairqueue's public API only; claims
 // counts their claims.
-func runFairqueue(ctx context.Context, servers []string, path string, l Loop, claims *Claims) ([]Report, func() (int64, int64), error) {
-	qs, closeAll, err := openFairqueues(ctx, servers, path, l.Producers+l.Consumers, claims)
+func runFairqueue(ctx context.Context, servers []string, path string, l Loop, claims *Claims) ([]Report, func() Counts, error) {
+	qs, closeAll, err := openFairqueues(ctx, servers, path, l.Producers, l.Consumers, claims)
 	defer closeAll()
 	if err != nil {
 		return nil, nil, err
@@ -48,9 +48,9 @@ func runFairqueue(ctx context.Context, servers []string, path string, l Loop, cl
 	return reports, counted, nil
 }
 
-// connectAll connects n sessions, through claims' dialer. closeAll closes
-// the sessions opened, also on error.
-func connectAll(ctx context.Context, servers []string, n int, claims *Claims) (ss []*zkrecipes.Session, closeAll func(), err error) {
+// connectAll connects producers sessions, then consumers sessions, through
+// claims' dialers. closeAll closes the sessions opened, also on error.
+func connectAll(ctx context.Context, servers []string, producers, consumers int, claims *Claims) (ss []*zkrecipes.Session, closeAll func(), err error) {
 	closeAll = func() {
 		var wg sync.WaitGroup
 		for _, s := range ss {
@@ -58,8 +58,12 @@ func connectAll(ctx context.Context, servers []string, n int, claims *Claims) (s
 		}
 		wg.Wait()
 	}
-	for range n {
-		s, err := zkrecipes.Connect(ctx, servers, zkrecipes.WithSessionTimeout(sessionTimeout), zkrecipes.WithDialer(claims.Dial))
+	for i := range producers + consumers {
+		dial := claims.Dial
+		if i < producers {
+			dial = claims.DialProducer
+		}
+		s, err := zkrecipes.Connect(ctx, servers, zkrecipes.WithSessionTimeout(sessionTimeout), zkrecipes.WithDialer(dial))
 		if err != nil {
 			return nil, closeAll, err
 		}
@@ -68,10 +72,11 @@ func connectAll(ctx context.Context, servers []string, n int, claims *Claims) (s
 	return ss, closeAll, nil
 }
 
-// openFairqueues connects n sessions and opens the queue at path on each.
-// closeAll closes the sessions opened, also on error.
-func openFairqueues(ctx context.Context, servers []string, path string, n int, claims *Claims) (qs []*fairqueue.Queue, closeAll func(), err error) {
-	ss, closeAll, err := connectAll(ctx, servers, n, claims)
+// openFairqueues connects the producers' and the consumers' sessions and
+// opens the queue at path on each. closeAll closes the sessions opened,
+// also on error.
+func openFairqueues(ctx context.Context, servers []string, path string, producers, consumers int, claims *Claims) (qs []*fairqueue.Queue, closeAll func(), err error) {
+	ss, closeAll, err := connectAll(ctx, servers, producers, consumers, claims)
 	if err != nil {
 		return nil, closeAll, err
 	}

@@ -88,10 +88,10 @@ type floorWorkers struct {
 	close func()
 }
 
-// openFloor connects n sessions (through claims' dialer) and makes the
-// round's directories.
-func openFloor(ctx context.Context, servers []string, path string, n int, claims *Claims) (*floorWorkers, error) {
-	ss, closeAll, err := connectAll(ctx, servers, n, claims)
+// openFloor connects the producers' and the consumers' sessions (through
+// claims' dialers) and makes the round's directories.
+func openFloor(ctx context.Context, servers []string, path string, producers, consumers int, claims *Claims) (*floorWorkers, error) {
+	ss, closeAll, err := connectAll(ctx, servers, producers, consumers, claims)
 	w := &floorWorkers{close: closeAll}
 	if err != nil {
 		return w, err
@@ -104,8 +104,8 @@ func openFloor(ctx context.Context, servers []string, path string, n int, claims
 }
 
 // runFloor runs the loop with the floor, in this process.
-func runFloor(ctx context.Context, servers []string, path string, l Loop, claims *Claims) ([]Report, func() (int64, int64), error) {
-	fw, err := openFloor(ctx, servers, path, l.Producers+l.Consumers, claims)
+func runFloor(ctx context.Context, servers []string, path string, l Loop, claims *Claims) ([]Report, func() Counts, error) {
+	fw, err := openFloor(ctx, servers, path, l.Producers, l.Consumers, claims)
 	defer fw.close()
 	if err != nil {
 		return nil, nil, err

@@ -57,11 +57,11 @@ type Result struct {
 	PutsAll  int64
 	AckedAll int64
 	Take     []time.Duration // unsorted
-	// Claims: the claim writes were counted (in-process implementations,
-	// see Claims), ClaimsSent of them in the window, ClaimsFailed of which
-	// the server refused.
-	Claims                   bool
-	ClaimsSent, ClaimsFailed int64
+	// Claims: the consumers' requests were counted (in-process
+	// implementations, see Claims): in the window, the claim writes sent
+	// and refused, the reads and the writes.
+	Claims bool
+	Counts
 }
 
 // FailedPerItem is the claim writes refused per item consumed, in the
@@ -70,7 +70,20 @@ func (r Result) FailedPerItem() float64 {
 	if r.Acked == 0 {
 		return 0
 	}
-	return float64(r.ClaimsFailed) / float64(r.Acked)
+	return float64(r.Failed) / float64(r.Acked)
+}
+
+// ReadsPerItem and WritesPerItem are the consumers' requests per item
+// consumed, in the window.
+func (r Result) ReadsPerItem() float64 { return perItem(r.Reads, r.Acked) }
+
+func (r Result) WritesPerItem() float64 { return perItem(r.Writes, r.Acked) }
+
+func perItem(n, items int64) float64 {
+	if items == 0 {
+		return 0
+	}
+	return float64(n) / float64(items)
 }
 
 // PerSec is the throughput: items consumed (acked) per second.

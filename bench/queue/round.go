@@ -16,7 +16,7 @@ func (b *Bench) Run(ctx context.Context, impl Impl, l Loop) (res Result, err err
 	path := b.newPath(strings.ReplaceAll(string(impl), ".", "-"))
 	defer func() { err = errors.Join(err, deleteTree(b.admin, path)) }()
 	var reports []Report
-	var counted func() (int64, int64)
+	var counted func() Counts
 	claims := &Claims{}
 	switch impl {
 	case FairQueue, FairQueueWork:
@@ -37,7 +37,7 @@ func (b *Bench) Run(ctx context.Context, impl Impl, l Loop) (res Result, err err
 	res, err = sum(impl, l.Duration, reports)
 	if counted != nil {
 		res.Claims = true
-		res.ClaimsSent, res.ClaimsFailed = counted()
+		res.Counts = counted()
 	}
 	return res, err
 }

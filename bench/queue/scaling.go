@@ -63,7 +63,7 @@ func (b *Bench) Scale(ctx context.Context, impl Impl, l ScaleLoop) (res ScaleRes
 	payload := bytes.Repeat([]byte{'x'}, l.Payload)
 	switch impl {
 	case FairQueue, FairQueueWork:
-		qs, closeAll, err := openFairqueues(ctx, b.servers, path, l.Producers+l.Consumers, claims)
+		qs, closeAll, err := openFairqueues(ctx, b.servers, path, l.Producers, l.Consumers, claims)
 		defer closeAll()
 		if err != nil {
 			return res, err
@@ -95,7 +95,7 @@ func (b *Bench) Scale(ctx context.Context, impl Impl, l ScaleLoop) (res ScaleRes
 			return reports
 		}
 	case Floor:
-		fw, err := openFloor(ctx, b.servers, path, l.Producers+l.Consumers, claims)
+		fw, err := openFloor(ctx, b.servers, path, l.Producers, l.Consumers, claims)
 		defer fw.close()
 		if err != nil {
 			return res, err
@@ -146,6 +146,6 @@ func (b *Bench) Scale(ctx context.Context, impl Impl, l ScaleLoop) (res ScaleRes
 	wg.Wait()
 	res.Result, err = sum(impl, l.Duration, reports)
 	res.Claims = true
-	res.ClaimsSent, res.ClaimsFailed = counted()
+	res.Counts = counted()
 	return res, err
 }

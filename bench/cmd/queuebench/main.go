@@ -201,8 +201,8 @@ func workRounds(ctx context.Context, b *queue.Bench, c config) error {
 			} else {
 				fq = append(fq, res.PerSec())
 			}
-			fmt.Fprintf(os.Stderr, "work round %d: %-15s %7.0f items/s  %7.0f puts/s  min backlog %d  failed claims/item %.3f\n",
-				r+1, impl, res.PerSec(), res.PutsPerSec(), res.MinBacklog, res.FailedPerItem())
+			fmt.Fprintf(os.Stderr, "work round %d: %-15s %7.0f items/s  %7.0f puts/s  min backlog %d  failed claims/item %.3f  reads/item %.2f  writes/item %.2f\n",
+				r+1, impl, res.PerSec(), res.PutsPerSec(), res.MinBacklog, res.FailedPerItem(), res.ReadsPerItem(), res.WritesPerItem())
 		}
 		ratio = append(ratio, fq[r]/floor[r])
 	}
@@ -221,7 +221,7 @@ func compare(ctx context.Context, b *queue.Bench, c config) error {
 	putsPerSec := map[queue.Impl][]float64{}
 	left := map[queue.Impl][]float64{}
 	take := map[queue.Impl][]time.Duration{}
-	failed := map[queue.Impl][2]int64{} // claim writes refused, items consumed
+	counts := map[queue.Impl]queue.Result{} // the counts and the items consumed, over all rounds
 	for r := range c.rounds {
 		order := slices.Concat(c.impls[r%len(c.impls):], c.impls[:r%len(c.impls)])
 		for _, impl := range order {
@@ -235,9 +235,13 @@ func compare(ctx context.Context, b *queue.Bench, c config) error {
 			take[impl] = append(take[impl], res.Take...)
 			claims := ""
 			if res.Claims {
-				f := failed[impl]
-				failed[impl] = [2]int64{f[0] + res.ClaimsFailed, f[1] + res.Acked}
-				claims = fmt.Sprintf("  failed claims/item %.3f", res.FailedPerItem())
+				c := counts[impl]
+				c.Acked += res.Acked
+				c.Failed += res.Failed
+				c.Reads += res.Reads
+				c.Writes += res.Writes
+				counts[impl] = c
+				claims = fmt.Sprintf("  failed claims/item %.3f  reads/item %.2f  writes/item %.2f", res.FailedPerItem(), res.ReadsPerItem(), res.WritesPerItem())
 			}
 			fmt.Fprintf(os.Stderr, "round %d: %-31s %7.0f items/s  %7.0f puts/s  take p50 %s  left %d%s\n",
 				r+1, impl, res.PerSec(), res.PutsPerSec(), bench.Millis(bench.Percentile(res.Take, 50)), res.Left(), claims)
@@ -246,9 +250,10 @@ func compare(ctx context.Context, b *queue.Bench, c config) error {
 	fmt.Println("items/s: items consumed (acked, where the queue has an ack) per second, median over rounds; puts/s likewise;")
 	fmt.Println("take: from the take call to the item in hand, over all rounds; left: items put and not consumed by a round's end, median;")
 	fmt.Println("failed claims: claim writes the server refused per item consumed (fairqueue and the floor; -: not counted);")
+	fmt.Println("reads, writes: the consumers' requests per item consumed (a multi is one write; fairqueue and the floor);")
 	fmt.Println("fairqueue/x and x/floor: median (min-max) over rounds of the ratio of items/s in the same round")
-	fmt.Printf("%-31s  %-13s  %8s  %8s  %10s  %10s  %7s  %7s  %-18s  %s\n", "implementation", "delivery", "items/s", "puts/s",
-		"take p50", "take p99", "left", "failed", "fairqueue/x", "x/floor")
+	fmt.Printf("%-31s  %-13s  %8s  %8s  %10s  %10s  %7s  %7s  %5s  %6s  %-18s  %s\n", "implementation", "delivery", "items/s", "puts/s",
+		"take p50", "take p99", "left", "failed", "reads", "writes", "fairqueue/x", "x/floor")
 	ratio := func(num, den []float64) string {
 		if len(num) == 0 || len(den) == 0 {
 			return ""
@@ -267,14 +272,15 @@ func compare(ctx context.Context, b *queue.Bench, c config) error {
 		if impl != queue.Floor {
 			vsFloor = ratio(perSec[impl], perSec[queue.Floor])
 		}
-		claims := "-"
-		if f, ok := failed[impl]; ok && f[1] > 0 {
-			claims = fmt.Sprintf("%.3f", float64(f[0])/float64(f[1]))
+		claims, reads, writes := "-", "-", "-"
+		if c, ok := counts[impl]; ok && c.Acked > 0 {
+			claims = fmt.Sprintf("%.3f", c.FailedPerItem())
+			reads, writes = fmt.Sprintf("%.2f", c.ReadsPerItem()), fmt.Sprintf("%.2f", c.WritesPerItem())
 		}
-		fmt.Printf("%-31s  %-13s  %8.0f  %8.0f  %10s  %10s  %7.0f  %7s  %-18s  %s\n", impl, impl.Delivery(),
+		fmt.Printf("%-31s  %-13s  %8.0f  %8.0f  %10s  %10s  %7.0f  %7s  %5s  %6s  %-18s  %s\n", impl, impl.Delivery(),
 			bench.Median(perSec[impl]), bench.Median(putsPerSec[impl]),
 			bench.Millis(bench.Percentile(take[impl], 50)), bench.Millis(bench.Percentile(take[impl], 99)), bench.Median(left[impl]),
-			claims, vsFQ, vsFloor)
+			claims, reads, writes, vsFQ, vsFloor)
 	}
 	return nil
 }
@@ -287,7 +293,8 @@ func scale(ctx context.Context, b *queue.Bench, c config) error {
 		c.scaleImpls, c.work, c.scaleRounds, l.Warmup, l.Duration)
 	fmt.Println("producers put only while fewer than the backlog target are pending. ideal: consumers / work;")
 	fmt.Println("min backlog: fewest items pending at any 2ms sample (0: consumers may have waited for producers);")
-	fmt.Println("failed: claim writes the server refused per item acked; /floor: median (min-max) of the ratio to the floor's round beside it")
+	fmt.Println("failed: claim writes the server refused per item acked; reads, writes: the consumers' requests per item acked (a multi is one write);")
+	fmt.Println("/floor: median (min-max) of the ratio to the floor's round beside it")
 	var pts []queue.Point
 	type key struct {
 		impl queue.Impl
@@ -312,8 +319,8 @@ func scale(ctx context.Context, b *queue.Bench, c config) error {
 					return fmt.Errorf("scaling, %s, %d consumers, round %d: %w", impl, n, r+1, err)
 				}
 				rs[impl] = append(rs[impl], res)
-				fmt.Fprintf(os.Stderr, "scaling: %s, %d consumers, round %d: %.0f acked/s, min backlog %d, failed claims/item %.3f\n",
-					impl, n, r+1, res.PerSec(), res.MinBacklog, res.FailedPerItem())
+				fmt.Fprintf(os.Stderr, "scaling: %s, %d consumers, round %d: %.0f acked/s, min backlog %d, failed claims/item %.3f, reads/item %.2f, writes/item %.2f\n",
+					impl, n, r+1, res.PerSec(), res.MinBacklog, res.FailedPerItem(), res.ReadsPerItem(), res.WritesPerItem())
 			}
 			for impl, f := range rs {
 				if fl := rs[queue.Floor]; impl != queue.Floor && len(f) > r && len(fl) > r {
@@ -325,15 +332,16 @@ func scale(ctx context.Context, b *queue.Bench, c config) error {
 			pts = append(pts, queue.Summarize(rs[impl]))
 		}
 	}
-	fmt.Printf("%-14s  %9s  %9s  %7s  %8s  %8s  %8s  %10s  %10s  %11s  %7s  %s\n", "impl", "consumers", "producers", "backlog",
-		"acked/s", "ideal/s", "of ideal", "take p50", "take p99", "min backlog", "failed", "/floor")
+	fmt.Printf("%-14s  %9s  %9s  %7s  %8s  %8s  %8s  %10s  %10s  %11s  %7s  %5s  %6s  %s\n", "impl", "consumers", "producers", "backlog",
+		"acked/s", "ideal/s", "of ideal", "take p50", "take p99", "min backlog", "failed", "reads", "writes", "/floor")
 	for _, p := range pts {
 		vs := ""
 		if rs := ratios[key{p.Impl, p.Consumers}]; len(rs) > 0 {
 			vs = bench.MedianRange(rs, 2)
 		}
-		fmt.Printf("%-14s  %9d  %9d  %7d  %8.0f  %8.0f  %7.0f%%  %10s  %10s  %11d  %7.3f  %s\n", p.Impl, p.Consumers, p.Producers, p.Backlog,
-			p.PerSec, p.Ideal, 100*p.PerSec/p.Ideal, bench.Millis(p.TakeP50), bench.Millis(p.TakeP99), p.MinBacklog, p.FailedPerItem, vs)
+		fmt.Printf("%-14s  %9d  %9d  %7d  %8.0f  %8.0f  %7.0f%%  %10s  %10s  %11d  %7.3f  %5.2f  %6.2f  %s\n", p.Impl, p.Consumers, p.Producers, p.Backlog,
+			p.PerSec, p.Ideal, 100*p.PerSec/p.Ideal, bench.Millis(p.TakeP50), bench.Millis(p.TakeP99), p.MinBacklog, p.FailedPerItem,
+			p.ReadsPerItem, p.WritesPerItem, vs)
 	}
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		return err
