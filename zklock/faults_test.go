@@ -47,11 +47,15 @@ func (h holding) release(ctx context.Context) error {
 
 // recipe is one kind of lock under test: ours is what the faulted session
 // does, rival one that excludes it (used to prove nothing is stranded);
-// contenders reads the line as the recipe does.
+// contenders reads the line as the recipe does. try is ours without
+// waiting (nil for an Election, which has none), and busy the error it
+// returns when it would have to wait.
 type recipe struct {
 	name        string
 	ours, rival func(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error)
 	contenders  func(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) ([]zklock.Contender, error)
+	try         func(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error)
+	busy        error
 }
 
 func lockWith(lock func(ctx context.Context) (*zklock.Lease, error)) func(context.Context) (holding, error) {
@@ -83,6 +87,30 @@ func semAcquire(t *testing.T, s *zkrecipes.Session, path string) func(context.Co
 	sm, err := zklock.NewSemaphore(s, path, 1)
 	require.NoError(t, err)
 	return lockWith(sm.Acquire)
+}
+
+func mutexTry(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
+	m, err := zklock.NewMutex(s, path)
+	require.NoError(t, err)
+	return lockWith(m.TryLock)
+}
+
+func rwTryRLock(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
+	rw, err := zklock.NewRWMutex(s, path)
+	require.NoError(t, err)
+	return lockWith(rw.TryRLock)
+}
+
+func rwTryLock(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
+	rw, err := zklock.NewRWMutex(s, path)
+	require.NoError(t, err)
+	return lockWith(rw.TryLock)
+}
+
+func semTry(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
+	sm, err := zklock.NewSemaphore(s, path, 1)
+	require.NoError(t, err)
+	return lockWith(sm.TryAcquire)
 }
 
 func campaign(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
@@ -122,11 +150,11 @@ func electionContenders(t *testing.T, s *zkrecipes.Session, path string) func(co
 }
 
 var (
-	mutexRecipe    = recipe{"Mutex", mutexLock, mutexLock, mutexContenders}
-	rlockRecipe    = recipe{"RLock", rwRLock, rwLock, rwContenders}
-	wlockRecipe    = recipe{"RWLock", rwLock, rwLock, rwContenders}
-	semRecipe      = recipe{"Semaphore", semAcquire, semAcquire, semContenders}
-	electionRecipe = recipe{"Election", campaign, campaign, electionContenders}
+	mutexRecipe    = recipe{"Mutex", mutexLock, mutexLock, mutexContenders, mutexTry, zklock.ErrLocked}
+	rlockRecipe    = recipe{"RLock", rwRLock, rwLock, rwContenders, rwTryRLock, zklock.ErrLocked}
+	wlockRecipe    = recipe{"RWLock", rwLock, rwLock, rwContenders, rwTryLock, zklock.ErrLocked}
+	semRecipe      = recipe{"Semaphore", semAcquire, semAcquire, semContenders, semTry, zklock.ErrNoPermit}
+	electionRecipe = recipe{"Election", campaign, campaign, electionContenders, nil, nil}
 )
 
 // faultEnv is what a fault case works with.
@@ -144,6 +172,11 @@ func (e faultEnv) ours(t *testing.T) func(context.Context) (holding, error) {
 
 func (e faultEnv) rival(t *testing.T) func(context.Context) (holding, error) {
 	return e.r.rival(t, e.other, e.path)
+}
+
+func (e faultEnv) try(t *testing.T) func(context.Context) (holding, error) {
+	require.NotNil(t, e.r.try, "%s has no try", e.r.name)
+	return e.r.try(t, e.s, e.path)
 }
 
 // startHolding runs acquire in the background.
@@ -294,7 +327,12 @@ func isCtxErr(err error) bool {
 // through a blip; with an ending ctx it may give up, leaving nothing
 // behind.
 func acquireCase(t *testing.T, ctx context.Context, e faultEnv, f fault) {
-	acquire := e.ours(t)
+	takeCase(t, ctx, e, f, e.ours(t), "acquire")
+}
+
+// takeCase is acquireCase with acquire, named what: an uncontended try
+// takes the lock as an acquire does (never its busy error).
+func takeCase(t *testing.T, ctx context.Context, e faultEnv, f fault, acquire func(context.Context) (holding, error), what string) {
 	fctx, cancel := f.ctx(ctx)
 	defer cancel()
 	f.arm(e)
@@ -303,16 +341,20 @@ func acquireCase(t *testing.T, ctx context.Context, e faultEnv, f fault) {
 	_, byCtx := f.(ctxFault)
 	switch {
 	case err != nil && byCtx:
-		require.True(t, isCtxErr(err), "acquire with a %v: %v", f, err)
+		require.True(t, isCtxErr(err), "%s with a %v: %v", what, f, err)
 		require.Eventually(t, func() bool { return len(children(t, e.other, e.path)) == 0 }, 10*time.Second, 2*time.Millisecond,
-			"an abandoned acquire left its node: %v", children(t, e.other, e.path))
+			"an abandoned %s left its node: %v", what, children(t, e.other, e.path))
 	default:
-		require.NoError(t, err, "acquire with a %v", f)
-		requireHeld(t, h, fmt.Sprintf("acquired with a %v", f))
+		require.NoError(t, err, "%s with a %v", what, f)
+		requireHeld(t, h, fmt.Sprintf("%s with a %v", what, f))
 		releaseAll(t, ctx, h, f.String())
 	}
 	notStranded(t, ctx, e, f.String())
-	requireHit(t, f.hit(e), "acquire", f)
+	// Still usable by the faulted session.
+	h, err = acquire(ctx)
+	require.NoError(t, err, "%s after one with a %v", what, f)
+	releaseAll(t, ctx, h, what+" again")
+	requireHit(t, f.hit(e), what, f)
 }
 
 // requireHit fails a case whose fault never fired: the operation did not
@@ -507,6 +549,53 @@ var lockScenarios = []scenario{
 			requireHit(t, hit, "Proclaim", f)
 		},
 	},
+	{
+		// Our try (TryLock, TryRLock, TryAcquire), uncontended, on a lock
+		// path used before: it takes the lock as an acquire does, never
+		// with its busy error.
+		name: "try",
+		run: func(t *testing.T, ctx context.Context, e faultEnv, f fault) {
+			h, err := e.rival(t)(ctx) // the directory exists from now on
+			require.NoError(t, err)
+			releaseAll(t, ctx, h, "the rival")
+			takeCase(t, ctx, e, f, e.try(t), "try")
+		},
+	},
+	{
+		// Our try while the rival holds: it returns the recipe's busy
+		// error (or, with an ending ctx, ctx's cause) and leaves no node;
+		// the rival's lease is untouched, and once it is released our try
+		// takes the lock.
+		name: "try-busy",
+		run: func(t *testing.T, ctx context.Context, e faultEnv, f fault) {
+			holder, err := e.rival(t)(ctx)
+			require.NoError(t, err)
+			try := e.try(t)
+			fctx, cancel := f.ctx(ctx)
+			defer cancel()
+			f.arm(e)
+			h, err := try(fctx)
+			e.d.Disarm()
+			if err == nil {
+				releaseAll(t, ctx, h, "a try that took a held lock")
+				t.Fatalf("try with a %v took the lock while the rival holds", f)
+			}
+			if _, byCtx := f.(ctxFault); !byCtx || !isCtxErr(err) {
+				require.ErrorIs(t, err, e.r.busy, "try with a %v", f)
+			}
+			only := []string{holder.Path()[len(e.path)+1:]}
+			require.Eventually(t, func() bool { return slices.Equal(children(t, e.other, e.path), only) }, liveWait, 2*time.Millisecond,
+				"a refused try left its node: %v", children(t, e.other, e.path))
+			requireHeld(t, holder, fmt.Sprintf("the rival, after a try with a %v", f))
+			releaseAll(t, ctx, holder, "the rival")
+			h, err = try(ctx)
+			require.NoError(t, err, "try on a free lock after one with a %v", f)
+			requireHeld(t, h, fmt.Sprintf("a try after one with a %v", f))
+			releaseAll(t, ctx, h, "the try")
+			notStranded(t, ctx, e, f.String())
+			requireHit(t, f.hit(e), "try", f)
+		},
+	},
 }
 
 // use is a scenario run on a recipe, with the requests the operation sends
@@ -546,6 +635,10 @@ type use struct {
 //   - Contenders lists the directory (getChildren2) and reads every node in
 //     it (getData); a Semaphore's then reads the directory's number of
 //     permits (getData, after the nodes: the fault hits a node's read).
+//   - A try (Mutex.TryLock, RWMutex.TryRLock and TryLock,
+//     Semaphore.TryAcquire) sends what its recipe's acquire sends up to
+//     the first look at the line; refused (busy), it deletes its node (a
+//     plain delete) before it returns.
 var recipeScenarios = []struct {
 	r    recipe
 	uses []use
@@ -557,15 +650,23 @@ var recipeScenarios = []struct {
 		{"release", []int32{zktest.OpDelete}},
 		{"handoff", []int32{zktest.OpDelete, zktest.OpSetData}},
 		{"contenders", []int32{zktest.OpGetChildren2, zktest.OpGetData}},
+		{"try", []int32{zktest.OpCreate, zktest.OpGetChildren2}},
+		{"try-busy", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpDelete}},
 	}},
 	{rlockRecipe, []use{
+		{"acquire-first", []int32{zktest.OpCreateContainer, zktest.OpCreate, zktest.OpGetChildren2}},
 		{"acquire", []int32{zktest.OpCreate, zktest.OpGetChildren2}},
 		{"wait", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
 		{"contenders", []int32{zktest.OpGetChildren2, zktest.OpGetData}},
+		{"try", []int32{zktest.OpCreate, zktest.OpGetChildren2}},
+		{"try-busy", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpDelete}},
 	}},
 	{wlockRecipe, []use{
+		{"acquire-first", []int32{zktest.OpCreateContainer, zktest.OpCreate, zktest.OpGetChildren2}},
 		{"acquire", []int32{zktest.OpCreate, zktest.OpGetChildren2}},
 		{"wait", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
+		{"try", []int32{zktest.OpCreate, zktest.OpGetChildren2}},
+		{"try-busy", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpDelete}},
 	}},
 	{semRecipe, []use{
 		{"acquire-first", []int32{zktest.OpCreateContainer, zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData, zktest.OpSetData}},
@@ -574,6 +675,8 @@ var recipeScenarios = []struct {
 		{"release", []int32{zktest.OpDelete, zktest.OpMulti}},
 		{"handoff", []int32{zktest.OpDelete, zktest.OpSetData}},
 		{"contenders", []int32{zktest.OpGetChildren2, zktest.OpGetData}},
+		{"try", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
+		{"try-busy", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData, zktest.OpDelete}},
 	}},
 	{electionRecipe, []use{
 		{"acquire-first", []int32{zktest.OpCreateContainer, zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
