@@ -596,6 +596,62 @@ var lockScenarios = []scenario{
 			requireHit(t, f.hit(e), "try", f)
 		},
 	},
+	{
+		// A Semaphore's acquire waits behind the rival, with another rival
+		// waiting behind it. Granted, it writes its node (the same data)
+		// to wake the one behind, which may be watching it as its
+		// predecessor: the fault hits that write. The lease must be held
+		// (its owner must not take its own write for a stranger's), and
+		// the one behind granted once it is released. (With an ending ctx
+		// the acquire gives up while it waits, leaving nothing behind.)
+		name: "wait-behind",
+		run: func(t *testing.T, ctx context.Context, e faultEnv, f fault) {
+			holder, err := e.rival(t)(ctx)
+			require.NoError(t, err)
+			acquire := e.ours(t)
+			fctx, cancel := f.ctx(ctx)
+			defer cancel()
+			f.arm(e)
+			got := startHolding(fctx, acquire)
+			_, byCtx := f.(ctxFault)
+			if !byCtx {
+				waitNodes(t, e.other, e.path, 2)
+			}
+			behind := startHolding(ctx, e.rival(t))
+			if byCtx {
+				r := <-got
+				if r.err == nil {
+					releaseAll(t, ctx, r.h, "an acquire granted while the rival holds")
+					t.Fatalf("acquired with a %v while the rival holds", f)
+				}
+				require.True(t, isCtxErr(r.err), "acquire with a %v: %v", f, r.err)
+				require.Eventually(t, func() bool { return len(children(t, e.other, e.path)) == 2 }, liveWait, 2*time.Millisecond,
+					"an abandoned acquire left its node: %v", children(t, e.other, e.path))
+				releaseAll(t, ctx, holder, "the rival")
+				next := awaitHolding(t, behind, "the rival behind")
+				releaseAll(t, ctx, next, "the rival behind")
+				notStranded(t, ctx, e, f.String())
+				return
+			}
+			waitNodes(t, e.other, e.path, 3) // in our last listing, once the rival has gone
+			releaseAll(t, ctx, holder, "the rival")
+			h := awaitHolding(t, got, fmt.Sprintf("the waiter, with a %v", f))
+			f.settle(e)
+			hit := f.hit(e)
+			e.d.Disarm()
+			requireHeld(t, h, fmt.Sprintf("granted with a %v", f))
+			select {
+			case r := <-behind:
+				t.Fatalf("the rival behind returned while we hold the only permit (err: %v)", r.err)
+			default:
+			}
+			releaseAll(t, ctx, h, f.String())
+			next := awaitHolding(t, behind, fmt.Sprintf("the rival behind, after a %v", f))
+			releaseAll(t, ctx, next, "the rival behind")
+			notStranded(t, ctx, e, f.String())
+			requireHit(t, hit, "wake-up write", f)
+		},
+	},
 }
 
 // use is a scenario run on a recipe, with the requests the operation sends
@@ -638,7 +694,10 @@ type use struct {
 //   - A try (Mutex.TryLock, RWMutex.TryRLock and TryLock,
 //     Semaphore.TryAcquire) sends what its recipe's acquire sends up to
 //     the first look at the line; refused (busy), it deletes its node (a
-//     plain delete) before it returns.
+//     plain delete) before it returns. A Semaphore's acquire, granted with
+//     a contender behind it in its last listing, writes its node (setData,
+//     sent by the lease's owner) to wake it: "wait-behind" aims at that
+//     write alone, the rest of its wait is "wait"'s.
 var recipeScenarios = []struct {
 	r    recipe
 	uses []use
@@ -677,6 +736,7 @@ var recipeScenarios = []struct {
 		{"contenders", []int32{zktest.OpGetChildren2, zktest.OpGetData}},
 		{"try", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
 		{"try-busy", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData, zktest.OpDelete}},
+		{"wait-behind", []int32{zktest.OpSetData}},
 	}},
 	{electionRecipe, []use{
 		{"acquire-first", []int32{zktest.OpCreateContainer, zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
