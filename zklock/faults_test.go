@@ -652,6 +652,161 @@ var lockScenarios = []scenario{
 			requireHit(t, hit, "wake-up write", f)
 		},
 	},
+	{
+		// Our Election.Leader, while the rival leads and another rival
+		// campaigns behind it: through a blip it reads who leads; with an
+		// ending ctx it may give up. Reading changes nothing, and once no
+		// one campaigns it says so (ErrNoLeader).
+		name: "leader",
+		run: func(t *testing.T, ctx context.Context, e faultEnv, f fault) {
+			holder, err := e.rival(t)(ctx)
+			require.NoError(t, err)
+			got := startHolding(ctx, e.rival(t))
+			waitNodes(t, e.other, e.path, 2)
+			el, err := zklock.NewElection(e.s, e.path)
+			require.NoError(t, err)
+			want := zklock.Leader{Path: holder.Path(), Value: []byte(fmt.Sprintf("0x%x", e.other.ID())),
+				Token: holder.Token(), SessionID: e.other.ID()}
+			fctx, cancel := f.ctx(ctx)
+			defer cancel()
+			f.arm(e)
+			ld, err := el.Leader(fctx)
+			e.d.Disarm()
+			if _, byCtx := f.(ctxFault); err != nil {
+				require.True(t, byCtx && isCtxErr(err), "Leader with a %v: %v", f, err)
+			} else {
+				require.Equal(t, want, ld, "Leader with a %v", f)
+			}
+			requireHeld(t, holder, fmt.Sprintf("the leader, after a Leader with a %v", f))
+			ld, err = el.Leader(ctx)
+			require.NoError(t, err, "Leader after one with a %v", f)
+			require.Equal(t, want, ld, "Leader after one with a %v", f)
+			releaseAll(t, ctx, holder, "the leader")
+			next := awaitHolding(t, got, "the next campaigner")
+			releaseAll(t, ctx, next, "the next campaigner")
+			_, err = el.Leader(ctx)
+			require.ErrorIs(t, err, zklock.ErrNoLeader, "Leader with no one campaigning")
+			requireHit(t, f.hit(e), "Leader", f)
+		},
+	},
+	{
+		// Our Election.Observe, while the rival leads: through a blip it
+		// reports the leader, then the leader's Proclaim, then the
+		// election left without a leader, and its channel closes when its
+		// ctx ends. With an ending ctx the channel closes, having
+		// reported nothing but the leader. (goleak checks, at the end of
+		// the test, that no Observe goroutine is left.)
+		name: "observe",
+		run: func(t *testing.T, ctx context.Context, e faultEnv, f fault) {
+			holder, err := e.rival(t)(ctx)
+			require.NoError(t, err)
+			el, err := zklock.NewElection(e.s, e.path)
+			require.NoError(t, err)
+			want := zklock.Leader{Path: holder.Path(), Value: []byte(fmt.Sprintf("0x%x", e.other.ID())),
+				Token: holder.Token(), SessionID: e.other.ID()}
+			fctx, cancel := f.ctx(ctx)
+			defer cancel()
+			f.arm(e)
+			ch := el.Observe(fctx)
+			hit := true
+			if _, byCtx := f.(ctxFault); byCtx {
+				for _, ld := range drain(t, ch, f) {
+					require.Equal(t, want, ld, "observed with a %v", f)
+				}
+				requireHeld(t, holder, fmt.Sprintf("the leader, observed with a %v", f))
+				// Still usable: a new Observe reports the leader.
+				octx, stop := context.WithCancel(ctx)
+				again := el.Observe(octx)
+				require.Equal(t, want, recv(t, again), "observed after a %v", f)
+				stop()
+				drain(t, again, f)
+				releaseAll(t, ctx, holder, "the leader")
+			} else {
+				require.Equal(t, want, recv(t, ch), "observed with a %v", f)
+				f.settle(e)
+				hit = f.hit(e)
+				e.d.Disarm()
+				require.NoError(t, holder.lead.Proclaim(ctx, []byte("proclaimed")))
+				ld := recv(t, ch)
+				require.Equal(t, holder.Path(), ld.Path, "observed after a %v", f)
+				require.Equal(t, "proclaimed", string(ld.Value), "observed after a %v", f)
+				requireHeld(t, holder, fmt.Sprintf("the leader, observed with a %v", f))
+				releaseAll(t, ctx, holder, "the leader")
+				require.Equal(t, zklock.Leader{}, recv(t, ch), "no leader, observed after a %v", f)
+				cancel()
+				require.Empty(t, drain(t, ch, f), "observed after the ctx's end")
+			}
+			notStranded(t, ctx, e, f.String())
+			requireHit(t, hit, "Observe", f)
+		},
+	},
+	{
+		// Our Election.Run, alone in the election: it campaigns, leads
+		// once (lead checks that ZooKeeper has our node lead, and returns
+		// an error of its own), and resigns before it returns that error.
+		// Through a blip it must lead, exactly once; with an ending ctx it
+		// may return ctx's cause without leading. Either way it leaves no
+		// node and the election free.
+		name: "run",
+		run: func(t *testing.T, ctx context.Context, e faultEnv, f fault) {
+			el, err := zklock.NewElection(e.s, e.path)
+			require.NoError(t, err)
+			watcher, err := zklock.NewElection(e.other, e.path)
+			require.NoError(t, err)
+			errDone := errors.New("lead done")
+			led := 0
+			lead := func(context.Context) error {
+				led++
+				ld, err := watcher.Leader(ctx)
+				if err != nil {
+					return err
+				}
+				if ld.SessionID != e.s.ID() {
+					return fmt.Errorf("lead called while %s (session 0x%x) leads", ld.Path, ld.SessionID)
+				}
+				return errDone
+			}
+			fctx, cancel := f.ctx(ctx)
+			defer cancel()
+			f.arm(e)
+			err = el.Run(fctx, []byte("runner"), lead)
+			f.settle(e) // a release cut off goes on after Run's wait
+			hit := f.hit(e)
+			e.d.Disarm()
+			if _, byCtx := f.(ctxFault); byCtx && isCtxErr(err) {
+				require.Zero(t, led, "Run with a %v led, then returned %v", f, err)
+			} else {
+				require.ErrorIs(t, err, errDone, "Run with a %v", f)
+				require.Equal(t, 1, led, "Run with a %v", f)
+			}
+			require.Eventually(t, func() bool { return len(children(t, e.other, e.path)) == 0 }, liveWait, 2*time.Millisecond,
+				"Run with a %v left its node: %v", f, children(t, e.other, e.path))
+			notStranded(t, ctx, e, f.String())
+			led = 0
+			require.ErrorIs(t, el.Run(ctx, []byte("runner"), lead), errDone, "Run after one with a %v", f)
+			require.Equal(t, 1, led, "Run after one with a %v", f)
+			requireHit(t, hit, "Run", f)
+		},
+	},
+}
+
+// drain returns what ch delivers until it is closed, failing if it is not
+// closed within liveWait.
+func drain(t *testing.T, ch <-chan zklock.Leader, f fault) []zklock.Leader {
+	t.Helper()
+	var got []zklock.Leader
+	deadline := time.After(liveWait)
+	for {
+		select {
+		case ld, ok := <-ch:
+			if !ok {
+				return got
+			}
+			got = append(got, ld)
+		case <-deadline:
+			t.Fatalf("the Observe channel was not closed within %v of its ctx's end (%v)", liveWait, f)
+		}
+	}
 }
 
 // use is a scenario run on a recipe, with the requests the operation sends
@@ -698,6 +853,16 @@ type use struct {
 //     a contender behind it in its last listing, writes its node (setData,
 //     sent by the lease's owner) to wake it: "wait-behind" aims at that
 //     write alone, the rest of its wait is "wait"'s.
+//   - Election.Leader lists the directory (getChildren2) and reads the
+//     lowest node (getData). Observe follows the directory's children
+//     (getChildren2, with a watch) until there is a leader, then the
+//     leader's node (getData, with a watch). Run sends what Campaign sends,
+//     then, when lead returns, what Resign sends (the multi: a delete
+//     fault hits it).
+//   - Nothing else exported in zklock sends a request: the constructors
+//     and options send none (the directory is made by the first acquire),
+//     nor Permits or a Lease's Token, Path, Done, Context, Err and Guard
+//     (Guard's check is sent by its caller, in its own multi).
 var recipeScenarios = []struct {
 	r    recipe
 	uses []use
@@ -746,6 +911,9 @@ var recipeScenarios = []struct {
 		{"handoff", []int32{zktest.OpDelete, zktest.OpSetData}},
 		{"proclaim", []int32{zktest.OpSetData, zktest.OpGetData}},
 		{"contenders", []int32{zktest.OpGetChildren2, zktest.OpGetData}},
+		{"leader", []int32{zktest.OpGetChildren2, zktest.OpGetData}},
+		{"observe", []int32{zktest.OpGetChildren2, zktest.OpGetData}},
+		{"run", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData, zktest.OpDelete}},
 	}},
 }
 
