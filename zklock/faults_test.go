@@ -164,6 +164,7 @@ type faultEnv struct {
 	other *zkrecipes.Session
 	r     recipe
 	path  string
+	addr  string // the server's, for its four-letter words
 }
 
 func (e faultEnv) ours(t *testing.T) func(context.Context) (holding, error) {
@@ -692,8 +693,8 @@ var lockScenarios = []scenario{
 	{
 		// Our Election.Observe, while the rival leads: through a blip it
 		// reports the leader, then the leader's Proclaim, then the
-		// election left without a leader, and its channel closes when its
-		// ctx ends. With an ending ctx the channel closes, having
+		// election left without a leader (leaving no watch on the past
+		// leader's node), and its channel closes when its ctx ends. With an ending ctx the channel closes, having
 		// reported nothing but the leader. (goleak checks, at the end of
 		// the test, that no Observe goroutine is left.)
 		name: "observe",
@@ -733,6 +734,10 @@ var lockScenarios = []scenario{
 				requireHeld(t, holder, fmt.Sprintf("the leader, observed with a %v", f))
 				releaseAll(t, ctx, holder, "the leader")
 				require.Equal(t, zklock.Leader{}, recv(t, ch), "no leader, observed after a %v", f)
+				out, err := zktest.FourLetter(e.addr, "wchp")
+				require.NoError(t, err)
+				require.NotContains(t, parseWchp(out)[holder.Path()], e.s.ID(),
+					"the observer still watches the past leader's node, after a %v", f)
 				cancel()
 				require.Empty(t, drain(t, ch, f), "observed after the ctx's end")
 			}
@@ -856,7 +861,8 @@ type use struct {
 //   - Election.Leader lists the directory (getChildren2) and reads the
 //     lowest node (getData). Observe follows the directory's children
 //     (getChildren2, with a watch) until there is a leader, then the
-//     leader's node (getData, with a watch). Run sends what Campaign sends,
+//     leader's node (getData, with a watch; once it has gone, no exists
+//     watch for a creation that never comes). Run sends what Campaign sends,
 //     then, when lead returns, what Resign sends (the multi: a delete
 //     fault hits it).
 //   - Nothing else exported in zklock sends a request: the constructors
@@ -931,7 +937,7 @@ func runFaults(t *testing.T, faults func(u use) []fault) {
 				t.Run(fmt.Sprintf("%s/%s/%v", rs.r.name, sc.name, f), func(t *testing.T) {
 					t.Cleanup(func() { d.Disarm() })
 					require.NoError(t, s.Err(), "the faulted session is over")
-					e := faultEnv{d: d, s: s, other: other, r: rs.r, path: lockPath(t, other)}
+					e := faultEnv{d: d, s: s, other: other, r: rs.r, path: lockPath(t, other), addr: srv.Addrs()[0]}
 					sc.run(t, bg(t), e, f)
 				})
 			}
