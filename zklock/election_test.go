@@ -308,6 +308,44 @@ func TestElectionObserveSeesEachChangeInOrder(t *testing.T) {
 	require.NoError(t, lb.Resign(ctx))
 }
 
+// An observer follows each leader's node until it goes, and leaves no
+// watch on it: a candidate's node never comes back (its sequential name is
+// not reused), so a watch for its creation would stay registered, on the
+// server and in the client, for the rest of the session, one per leader.
+func TestElectionObserveLeavesNoWatchOnPastLeaders(t *testing.T) {
+	srv := setup(t)
+	ctx := bg(t)
+	o, c := connect(t, srv.Addrs()), connect(t, srv.Addrs())
+	path := lockPath(t, c)
+	eo, err := zklock.NewElection(o, path)
+	require.NoError(t, err)
+	ec, err := zklock.NewElection(c, path)
+	require.NoError(t, err)
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch := eo.Observe(octx)
+	require.Empty(t, recv(t, ch).Path, "no leader yet")
+	var past []string
+	for i := range 5 {
+		l, err := ec.Campaign(ctx, []byte(fmt.Sprint(i)))
+		require.NoError(t, err)
+		require.Equal(t, l.Path(), recv(t, ch).Path)
+		require.NoError(t, l.Resign(ctx))
+		// Reported only once the observer has read the node gone.
+		require.Empty(t, recv(t, ch).Path, "no leader after the resignation of %s", l.Path())
+		past = append(past, l.Path())
+	}
+	out, err := zktest.FourLetter(srv.Addrs()[0], "wchp")
+	require.NoError(t, err)
+	watches := parseWchp(out)
+	for _, p := range past {
+		require.NotContains(t, watches[p], o.ID(), "the observer still watches %s, a past leader's node", p)
+	}
+	cancel()
+	for range ch {
+	}
+}
+
 func TestElectionLeaderAndTerms(t *testing.T) {
 	srv := setup(t)
 	ctx := bg(t)

@@ -47,11 +47,15 @@ func (h holding) release(ctx context.Context) error {
 
 // recipe is one kind of lock under test: ours is what the faulted session
 // does, rival one that excludes it (used to prove nothing is stranded);
-// contenders reads the line as the recipe does.
+// contenders reads the line as the recipe does. try is ours without
+// waiting (nil for an Election, which has none), and busy the error it
+// returns when it would have to wait.
 type recipe struct {
 	name        string
 	ours, rival func(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error)
 	contenders  func(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) ([]zklock.Contender, error)
+	try         func(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error)
+	busy        error
 }
 
 func lockWith(lock func(ctx context.Context) (*zklock.Lease, error)) func(context.Context) (holding, error) {
@@ -83,6 +87,30 @@ func semAcquire(t *testing.T, s *zkrecipes.Session, path string) func(context.Co
 	sm, err := zklock.NewSemaphore(s, path, 1)
 	require.NoError(t, err)
 	return lockWith(sm.Acquire)
+}
+
+func mutexTry(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
+	m, err := zklock.NewMutex(s, path)
+	require.NoError(t, err)
+	return lockWith(m.TryLock)
+}
+
+func rwTryRLock(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
+	rw, err := zklock.NewRWMutex(s, path)
+	require.NoError(t, err)
+	return lockWith(rw.TryRLock)
+}
+
+func rwTryLock(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
+	rw, err := zklock.NewRWMutex(s, path)
+	require.NoError(t, err)
+	return lockWith(rw.TryLock)
+}
+
+func semTry(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
+	sm, err := zklock.NewSemaphore(s, path, 1)
+	require.NoError(t, err)
+	return lockWith(sm.TryAcquire)
 }
 
 func campaign(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
@@ -122,11 +150,11 @@ func electionContenders(t *testing.T, s *zkrecipes.Session, path string) func(co
 }
 
 var (
-	mutexRecipe    = recipe{"Mutex", mutexLock, mutexLock, mutexContenders}
-	rlockRecipe    = recipe{"RLock", rwRLock, rwLock, rwContenders}
-	wlockRecipe    = recipe{"RWLock", rwLock, rwLock, rwContenders}
-	semRecipe      = recipe{"Semaphore", semAcquire, semAcquire, semContenders}
-	electionRecipe = recipe{"Election", campaign, campaign, electionContenders}
+	mutexRecipe    = recipe{"Mutex", mutexLock, mutexLock, mutexContenders, mutexTry, zklock.ErrLocked}
+	rlockRecipe    = recipe{"RLock", rwRLock, rwLock, rwContenders, rwTryRLock, zklock.ErrLocked}
+	wlockRecipe    = recipe{"RWLock", rwLock, rwLock, rwContenders, rwTryLock, zklock.ErrLocked}
+	semRecipe      = recipe{"Semaphore", semAcquire, semAcquire, semContenders, semTry, zklock.ErrNoPermit}
+	electionRecipe = recipe{"Election", campaign, campaign, electionContenders, nil, nil}
 )
 
 // faultEnv is what a fault case works with.
@@ -136,6 +164,7 @@ type faultEnv struct {
 	other *zkrecipes.Session
 	r     recipe
 	path  string
+	addr  string // the server's, for its four-letter words
 }
 
 func (e faultEnv) ours(t *testing.T) func(context.Context) (holding, error) {
@@ -144,6 +173,11 @@ func (e faultEnv) ours(t *testing.T) func(context.Context) (holding, error) {
 
 func (e faultEnv) rival(t *testing.T) func(context.Context) (holding, error) {
 	return e.r.rival(t, e.other, e.path)
+}
+
+func (e faultEnv) try(t *testing.T) func(context.Context) (holding, error) {
+	require.NotNil(t, e.r.try, "%s has no try", e.r.name)
+	return e.r.try(t, e.s, e.path)
 }
 
 // startHolding runs acquire in the background.
@@ -294,7 +328,12 @@ func isCtxErr(err error) bool {
 // through a blip; with an ending ctx it may give up, leaving nothing
 // behind.
 func acquireCase(t *testing.T, ctx context.Context, e faultEnv, f fault) {
-	acquire := e.ours(t)
+	takeCase(t, ctx, e, f, e.ours(t), "acquire")
+}
+
+// takeCase is acquireCase with acquire, named what: an uncontended try
+// takes the lock as an acquire does (never its busy error).
+func takeCase(t *testing.T, ctx context.Context, e faultEnv, f fault, acquire func(context.Context) (holding, error), what string) {
 	fctx, cancel := f.ctx(ctx)
 	defer cancel()
 	f.arm(e)
@@ -303,16 +342,20 @@ func acquireCase(t *testing.T, ctx context.Context, e faultEnv, f fault) {
 	_, byCtx := f.(ctxFault)
 	switch {
 	case err != nil && byCtx:
-		require.True(t, isCtxErr(err), "acquire with a %v: %v", f, err)
+		require.True(t, isCtxErr(err), "%s with a %v: %v", what, f, err)
 		require.Eventually(t, func() bool { return len(children(t, e.other, e.path)) == 0 }, 10*time.Second, 2*time.Millisecond,
-			"an abandoned acquire left its node: %v", children(t, e.other, e.path))
+			"an abandoned %s left its node: %v", what, children(t, e.other, e.path))
 	default:
-		require.NoError(t, err, "acquire with a %v", f)
-		requireHeld(t, h, fmt.Sprintf("acquired with a %v", f))
+		require.NoError(t, err, "%s with a %v", what, f)
+		requireHeld(t, h, fmt.Sprintf("%s with a %v", what, f))
 		releaseAll(t, ctx, h, f.String())
 	}
 	notStranded(t, ctx, e, f.String())
-	requireHit(t, f.hit(e), "acquire", f)
+	// Still usable by the faulted session.
+	h, err = acquire(ctx)
+	require.NoError(t, err, "%s after one with a %v", what, f)
+	releaseAll(t, ctx, h, what+" again")
+	requireHit(t, f.hit(e), what, f)
 }
 
 // requireHit fails a case whose fault never fired: the operation did not
@@ -507,6 +550,268 @@ var lockScenarios = []scenario{
 			requireHit(t, hit, "Proclaim", f)
 		},
 	},
+	{
+		// Our try (TryLock, TryRLock, TryAcquire), uncontended, on a lock
+		// path used before: it takes the lock as an acquire does, never
+		// with its busy error.
+		name: "try",
+		run: func(t *testing.T, ctx context.Context, e faultEnv, f fault) {
+			h, err := e.rival(t)(ctx) // the directory exists from now on
+			require.NoError(t, err)
+			releaseAll(t, ctx, h, "the rival")
+			takeCase(t, ctx, e, f, e.try(t), "try")
+		},
+	},
+	{
+		// Our try while the rival holds: it returns the recipe's busy
+		// error (or, with an ending ctx, ctx's cause) and leaves no node;
+		// the rival's lease is untouched, and once it is released our try
+		// takes the lock.
+		name: "try-busy",
+		run: func(t *testing.T, ctx context.Context, e faultEnv, f fault) {
+			holder, err := e.rival(t)(ctx)
+			require.NoError(t, err)
+			try := e.try(t)
+			fctx, cancel := f.ctx(ctx)
+			defer cancel()
+			f.arm(e)
+			h, err := try(fctx)
+			e.d.Disarm()
+			if err == nil {
+				releaseAll(t, ctx, h, "a try that took a held lock")
+				t.Fatalf("try with a %v took the lock while the rival holds", f)
+			}
+			if _, byCtx := f.(ctxFault); !byCtx || !isCtxErr(err) {
+				require.ErrorIs(t, err, e.r.busy, "try with a %v", f)
+			}
+			only := []string{holder.Path()[len(e.path)+1:]}
+			require.Eventually(t, func() bool { return slices.Equal(children(t, e.other, e.path), only) }, liveWait, 2*time.Millisecond,
+				"a refused try left its node: %v", children(t, e.other, e.path))
+			requireHeld(t, holder, fmt.Sprintf("the rival, after a try with a %v", f))
+			releaseAll(t, ctx, holder, "the rival")
+			h, err = try(ctx)
+			require.NoError(t, err, "try on a free lock after one with a %v", f)
+			requireHeld(t, h, fmt.Sprintf("a try after one with a %v", f))
+			releaseAll(t, ctx, h, "the try")
+			notStranded(t, ctx, e, f.String())
+			requireHit(t, f.hit(e), "try", f)
+		},
+	},
+	{
+		// A Semaphore's acquire waits behind the rival, with another rival
+		// waiting behind it. Granted, it writes its node (the same data)
+		// to wake the one behind, which may be watching it as its
+		// predecessor: the fault hits that write. The lease must be held
+		// (its owner must not take its own write for a stranger's), and
+		// the one behind granted once it is released. (With an ending ctx
+		// the acquire gives up while it waits, leaving nothing behind.)
+		name: "wait-behind",
+		run: func(t *testing.T, ctx context.Context, e faultEnv, f fault) {
+			holder, err := e.rival(t)(ctx)
+			require.NoError(t, err)
+			acquire := e.ours(t)
+			fctx, cancel := f.ctx(ctx)
+			defer cancel()
+			f.arm(e)
+			got := startHolding(fctx, acquire)
+			_, byCtx := f.(ctxFault)
+			if !byCtx {
+				waitNodes(t, e.other, e.path, 2)
+			}
+			behind := startHolding(ctx, e.rival(t))
+			if byCtx {
+				r := <-got
+				if r.err == nil {
+					releaseAll(t, ctx, r.h, "an acquire granted while the rival holds")
+					t.Fatalf("acquired with a %v while the rival holds", f)
+				}
+				require.True(t, isCtxErr(r.err), "acquire with a %v: %v", f, r.err)
+				require.Eventually(t, func() bool { return len(children(t, e.other, e.path)) == 2 }, liveWait, 2*time.Millisecond,
+					"an abandoned acquire left its node: %v", children(t, e.other, e.path))
+				releaseAll(t, ctx, holder, "the rival")
+				next := awaitHolding(t, behind, "the rival behind")
+				releaseAll(t, ctx, next, "the rival behind")
+				notStranded(t, ctx, e, f.String())
+				return
+			}
+			waitNodes(t, e.other, e.path, 3) // in our last listing, once the rival has gone
+			releaseAll(t, ctx, holder, "the rival")
+			h := awaitHolding(t, got, fmt.Sprintf("the waiter, with a %v", f))
+			f.settle(e)
+			hit := f.hit(e)
+			e.d.Disarm()
+			requireHeld(t, h, fmt.Sprintf("granted with a %v", f))
+			select {
+			case r := <-behind:
+				t.Fatalf("the rival behind returned while we hold the only permit (err: %v)", r.err)
+			default:
+			}
+			releaseAll(t, ctx, h, f.String())
+			next := awaitHolding(t, behind, fmt.Sprintf("the rival behind, after a %v", f))
+			releaseAll(t, ctx, next, "the rival behind")
+			notStranded(t, ctx, e, f.String())
+			requireHit(t, hit, "wake-up write", f)
+		},
+	},
+	{
+		// Our Election.Leader, while the rival leads and another rival
+		// campaigns behind it: through a blip it reads who leads; with an
+		// ending ctx it may give up. Reading changes nothing, and once no
+		// one campaigns it says so (ErrNoLeader).
+		name: "leader",
+		run: func(t *testing.T, ctx context.Context, e faultEnv, f fault) {
+			holder, err := e.rival(t)(ctx)
+			require.NoError(t, err)
+			got := startHolding(ctx, e.rival(t))
+			waitNodes(t, e.other, e.path, 2)
+			el, err := zklock.NewElection(e.s, e.path)
+			require.NoError(t, err)
+			want := zklock.Leader{Path: holder.Path(), Value: []byte(fmt.Sprintf("0x%x", e.other.ID())),
+				Token: holder.Token(), SessionID: e.other.ID()}
+			fctx, cancel := f.ctx(ctx)
+			defer cancel()
+			f.arm(e)
+			ld, err := el.Leader(fctx)
+			e.d.Disarm()
+			if _, byCtx := f.(ctxFault); err != nil {
+				require.True(t, byCtx && isCtxErr(err), "Leader with a %v: %v", f, err)
+			} else {
+				require.Equal(t, want, ld, "Leader with a %v", f)
+			}
+			requireHeld(t, holder, fmt.Sprintf("the leader, after a Leader with a %v", f))
+			ld, err = el.Leader(ctx)
+			require.NoError(t, err, "Leader after one with a %v", f)
+			require.Equal(t, want, ld, "Leader after one with a %v", f)
+			releaseAll(t, ctx, holder, "the leader")
+			next := awaitHolding(t, got, "the next campaigner")
+			releaseAll(t, ctx, next, "the next campaigner")
+			_, err = el.Leader(ctx)
+			require.ErrorIs(t, err, zklock.ErrNoLeader, "Leader with no one campaigning")
+			requireHit(t, f.hit(e), "Leader", f)
+		},
+	},
+	{
+		// Our Election.Observe, while the rival leads: through a blip it
+		// reports the leader, then the leader's Proclaim, then the
+		// election left without a leader (leaving no watch on the past
+		// leader's node), and its channel closes when its ctx ends. With an ending ctx the channel closes, having
+		// reported nothing but the leader. (goleak checks, at the end of
+		// the test, that no Observe goroutine is left.)
+		name: "observe",
+		run: func(t *testing.T, ctx context.Context, e faultEnv, f fault) {
+			holder, err := e.rival(t)(ctx)
+			require.NoError(t, err)
+			el, err := zklock.NewElection(e.s, e.path)
+			require.NoError(t, err)
+			want := zklock.Leader{Path: holder.Path(), Value: []byte(fmt.Sprintf("0x%x", e.other.ID())),
+				Token: holder.Token(), SessionID: e.other.ID()}
+			fctx, cancel := f.ctx(ctx)
+			defer cancel()
+			f.arm(e)
+			ch := el.Observe(fctx)
+			hit := true
+			if _, byCtx := f.(ctxFault); byCtx {
+				for _, ld := range drain(t, ch, f) {
+					require.Equal(t, want, ld, "observed with a %v", f)
+				}
+				requireHeld(t, holder, fmt.Sprintf("the leader, observed with a %v", f))
+				// Still usable: a new Observe reports the leader.
+				octx, stop := context.WithCancel(ctx)
+				again := el.Observe(octx)
+				require.Equal(t, want, recv(t, again), "observed after a %v", f)
+				stop()
+				drain(t, again, f)
+				releaseAll(t, ctx, holder, "the leader")
+			} else {
+				require.Equal(t, want, recv(t, ch), "observed with a %v", f)
+				f.settle(e)
+				hit = f.hit(e)
+				e.d.Disarm()
+				require.NoError(t, holder.lead.Proclaim(ctx, []byte("proclaimed")))
+				ld := recv(t, ch)
+				require.Equal(t, holder.Path(), ld.Path, "observed after a %v", f)
+				require.Equal(t, "proclaimed", string(ld.Value), "observed after a %v", f)
+				requireHeld(t, holder, fmt.Sprintf("the leader, observed with a %v", f))
+				releaseAll(t, ctx, holder, "the leader")
+				require.Equal(t, zklock.Leader{}, recv(t, ch), "no leader, observed after a %v", f)
+				out, err := zktest.FourLetter(e.addr, "wchp")
+				require.NoError(t, err)
+				require.NotContains(t, parseWchp(out)[holder.Path()], e.s.ID(),
+					"the observer still watches the past leader's node, after a %v", f)
+				cancel()
+				require.Empty(t, drain(t, ch, f), "observed after the ctx's end")
+			}
+			notStranded(t, ctx, e, f.String())
+			requireHit(t, hit, "Observe", f)
+		},
+	},
+	{
+		// Our Election.Run, alone in the election: it campaigns, leads
+		// once (lead checks that ZooKeeper has our node lead, and returns
+		// an error of its own), and resigns before it returns that error.
+		// Through a blip it must lead, exactly once; with an ending ctx it
+		// may return ctx's cause without leading. Either way it leaves no
+		// node and the election free.
+		name: "run",
+		run: func(t *testing.T, ctx context.Context, e faultEnv, f fault) {
+			el, err := zklock.NewElection(e.s, e.path)
+			require.NoError(t, err)
+			watcher, err := zklock.NewElection(e.other, e.path)
+			require.NoError(t, err)
+			errDone := errors.New("lead done")
+			led := 0
+			lead := func(context.Context) error {
+				led++
+				ld, err := watcher.Leader(ctx)
+				if err != nil {
+					return err
+				}
+				if ld.SessionID != e.s.ID() {
+					return fmt.Errorf("lead called while %s (session 0x%x) leads", ld.Path, ld.SessionID)
+				}
+				return errDone
+			}
+			fctx, cancel := f.ctx(ctx)
+			defer cancel()
+			f.arm(e)
+			err = el.Run(fctx, []byte("runner"), lead)
+			f.settle(e) // a release cut off goes on after Run's wait
+			hit := f.hit(e)
+			e.d.Disarm()
+			if _, byCtx := f.(ctxFault); byCtx && isCtxErr(err) {
+				require.Zero(t, led, "Run with a %v led, then returned %v", f, err)
+			} else {
+				require.ErrorIs(t, err, errDone, "Run with a %v", f)
+				require.Equal(t, 1, led, "Run with a %v", f)
+			}
+			require.Eventually(t, func() bool { return len(children(t, e.other, e.path)) == 0 }, liveWait, 2*time.Millisecond,
+				"Run with a %v left its node: %v", f, children(t, e.other, e.path))
+			notStranded(t, ctx, e, f.String())
+			led = 0
+			require.ErrorIs(t, el.Run(ctx, []byte("runner"), lead), errDone, "Run after one with a %v", f)
+			require.Equal(t, 1, led, "Run after one with a %v", f)
+			requireHit(t, hit, "Run", f)
+		},
+	},
+}
+
+// drain returns what ch delivers until it is closed, failing if it is not
+// closed within liveWait.
+func drain(t *testing.T, ch <-chan zklock.Leader, f fault) []zklock.Leader {
+	t.Helper()
+	var got []zklock.Leader
+	deadline := time.After(liveWait)
+	for {
+		select {
+		case ld, ok := <-ch:
+			if !ok {
+				return got
+			}
+			got = append(got, ld)
+		case <-deadline:
+			t.Fatalf("the Observe channel was not closed within %v of its ctx's end (%v)", liveWait, f)
+		}
+	}
 }
 
 // use is a scenario run on a recipe, with the requests the operation sends
@@ -546,6 +851,24 @@ type use struct {
 //   - Contenders lists the directory (getChildren2) and reads every node in
 //     it (getData); a Semaphore's then reads the directory's number of
 //     permits (getData, after the nodes: the fault hits a node's read).
+//   - A try (Mutex.TryLock, RWMutex.TryRLock and TryLock,
+//     Semaphore.TryAcquire) sends what its recipe's acquire sends up to
+//     the first look at the line; refused (busy), it deletes its node (a
+//     plain delete) before it returns. A Semaphore's acquire, granted with
+//     a contender behind it in its last listing, writes its node (setData,
+//     sent by the lease's owner) to wake it: "wait-behind" aims at that
+//     write alone, the rest of its wait is "wait"'s.
+//   - Election.Leader lists the directory (getChildren2) and reads the
+//     lowest node (getData). Observe follows the directory's children
+//     (getChildren2, with a watch) until there is a leader, then the
+//     leader's node (getData, with a watch; once it has gone, no exists
+//     watch for a creation that never comes). Run sends what Campaign sends,
+//     then, when lead returns, what Resign sends (the multi: a delete
+//     fault hits it).
+//   - Nothing else exported in zklock sends a request: the constructors
+//     and options send none (the directory is made by the first acquire),
+//     nor Permits or a Lease's Token, Path, Done, Context, Err and Guard
+//     (Guard's check is sent by its caller, in its own multi).
 var recipeScenarios = []struct {
 	r    recipe
 	uses []use
@@ -557,15 +880,23 @@ var recipeScenarios = []struct {
 		{"release", []int32{zktest.OpDelete}},
 		{"handoff", []int32{zktest.OpDelete, zktest.OpSetData}},
 		{"contenders", []int32{zktest.OpGetChildren2, zktest.OpGetData}},
+		{"try", []int32{zktest.OpCreate, zktest.OpGetChildren2}},
+		{"try-busy", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpDelete}},
 	}},
 	{rlockRecipe, []use{
+		{"acquire-first", []int32{zktest.OpCreateContainer, zktest.OpCreate, zktest.OpGetChildren2}},
 		{"acquire", []int32{zktest.OpCreate, zktest.OpGetChildren2}},
 		{"wait", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
 		{"contenders", []int32{zktest.OpGetChildren2, zktest.OpGetData}},
+		{"try", []int32{zktest.OpCreate, zktest.OpGetChildren2}},
+		{"try-busy", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpDelete}},
 	}},
 	{wlockRecipe, []use{
+		{"acquire-first", []int32{zktest.OpCreateContainer, zktest.OpCreate, zktest.OpGetChildren2}},
 		{"acquire", []int32{zktest.OpCreate, zktest.OpGetChildren2}},
 		{"wait", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
+		{"try", []int32{zktest.OpCreate, zktest.OpGetChildren2}},
+		{"try-busy", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpDelete}},
 	}},
 	{semRecipe, []use{
 		{"acquire-first", []int32{zktest.OpCreateContainer, zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData, zktest.OpSetData}},
@@ -574,6 +905,9 @@ var recipeScenarios = []struct {
 		{"release", []int32{zktest.OpDelete, zktest.OpMulti}},
 		{"handoff", []int32{zktest.OpDelete, zktest.OpSetData}},
 		{"contenders", []int32{zktest.OpGetChildren2, zktest.OpGetData}},
+		{"try", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
+		{"try-busy", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData, zktest.OpDelete}},
+		{"wait-behind", []int32{zktest.OpSetData}},
 	}},
 	{electionRecipe, []use{
 		{"acquire-first", []int32{zktest.OpCreateContainer, zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData}},
@@ -583,6 +917,9 @@ var recipeScenarios = []struct {
 		{"handoff", []int32{zktest.OpDelete, zktest.OpSetData}},
 		{"proclaim", []int32{zktest.OpSetData, zktest.OpGetData}},
 		{"contenders", []int32{zktest.OpGetChildren2, zktest.OpGetData}},
+		{"leader", []int32{zktest.OpGetChildren2, zktest.OpGetData}},
+		{"observe", []int32{zktest.OpGetChildren2, zktest.OpGetData}},
+		{"run", []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData, zktest.OpDelete}},
 	}},
 }
 
@@ -600,7 +937,7 @@ func runFaults(t *testing.T, faults func(u use) []fault) {
 				t.Run(fmt.Sprintf("%s/%s/%v", rs.r.name, sc.name, f), func(t *testing.T) {
 					t.Cleanup(func() { d.Disarm() })
 					require.NoError(t, s.Err(), "the faulted session is over")
-					e := faultEnv{d: d, s: s, other: other, r: rs.r, path: lockPath(t, other)}
+					e := faultEnv{d: d, s: s, other: other, r: rs.r, path: lockPath(t, other), addr: srv.Addrs()[0]}
 					sc.run(t, bg(t), e, f)
 				})
 			}

@@ -68,7 +68,8 @@ func (el *Election) Contenders(ctx context.Context) ([]Contender, error) {
 // Each call runs one goroutine, gone once the channel is closed. It follows
 // the leader's node as zkrecipes.Watch does (an observer is no contender,
 // so it does not wait in line) or, with no leader, the directory's
-// children.
+// children. Once a leader's node has gone, no watch of the observer's is
+// left on it.
 func (el *Election) Observe(ctx context.Context) <-chan Leader {
 	ch := make(chan Leader, 1)
 	if ctx.Err() != nil || el.s.Err() != nil {
@@ -132,9 +133,11 @@ func (el *Election) awaitLeader(ctx context.Context, none func()) (string, error
 }
 
 // followLeader reports the leader at path, and every change of its value,
-// until its node goes (nil).
+// until its node goes (nil). A candidate's node, once gone, never comes
+// back (its sequential name is not reused): no watch is left on it for a
+// creation, or one would be left per leader for the session's life.
 func (el *Election) followLeader(ctx context.Context, path string, report func(Leader, int32)) error {
-	for st, err := range nodewatch.Node(ctx, el.s, path, nodewatch.Follow{Data: true}) {
+	for st, err := range nodewatch.Node(ctx, el.s, path, nodewatch.Follow{Data: true, Once: true}) {
 		if err != nil {
 			return err
 		}

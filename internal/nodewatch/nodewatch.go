@@ -28,13 +28,19 @@ type State struct {
 type Follow struct {
 	Data     bool // its data (a data watch)
 	Children bool // its children (a child watch)
+	// Once: the node is never made again once gone (an ephemeral
+	// sequential node, whose name is not reused), so its absence is
+	// final. No exists watch is set for a creation that cannot come: it
+	// would stay registered, on the server and in the client (which re-sends
+	// it on every reconnect), until the session ends.
+	Once bool
 }
 
 // Node follows the node at path, which the caller has checked, until ctx
 // ends. Errors it yields are the last value, unwrapped.
 func Node(ctx context.Context, s *session.Session, path string, f Follow) iter.Seq2[State, error] {
 	return func(yield func(State, error) bool) {
-		w := &nodeWatch{s: s, path: path, data: f.Data, children: f.Children}
+		w := &nodeWatch{s: s, path: path, data: f.Data, children: f.Children, once: f.Once}
 		w.run(ctx, yield)
 	}
 }
@@ -45,6 +51,7 @@ type nodeWatch struct {
 	path     string
 	data     bool
 	children bool
+	once     bool // Follow.Once
 
 	dataEv  <-chan zk.Event // the data or exists watch set; nil when none is trusted
 	childEv <-chan zk.Event // the child watch set; nil when none is trusted
@@ -211,10 +218,11 @@ func (w *nodeWatch) readChildren(ctx context.Context) (State, bool, error) {
 
 // absent follows a node found gone: an exists watch tells of its creation,
 // unless a watch is set already (a data watch set while it was there tells
-// of its deletion, an exists watch of its creation). again: the node was
-// made meanwhile, and is to be read again.
+// of its deletion, an exists watch of its creation), or the node is never
+// made again (Follow.Once). again: the node was made meanwhile, and is to
+// be read again.
 func (w *nodeWatch) absent(ctx context.Context) (again bool, err error) {
-	if w.dataEv != nil {
+	if w.dataEv != nil || w.once {
 		return false, nil
 	}
 	type got struct {
