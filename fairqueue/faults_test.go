@@ -5,7 +5,7 @@ package fairqueue_test
 // (zktest.Dropper, every mode: the request may or may not have been
 // applied, or it was and its reply is lost, or it was lost on the way);
 // the session survives. (2) The caller's ctx ends before, during or after
-// the call: at 0, 20µs, 100µs or 1ms. After each case: an item put is there once (or, after an unknown
+// the call (ctxEnds). After each case: an item put is there once (or, after an unknown
 // outcome, at most once), a Job taken is not lost, Ack and Nack settle the
 // item, no consumer is stranded in line/, no claim or other node is left.
 //
@@ -44,6 +44,10 @@ type fault struct {
 	mode zktest.Mode // 0: a ctx fault
 	end  time.Duration
 	base int
+	// For a ctx fault: its ctx, and whether the operation returned before
+	// ctx ended (set by done).
+	ctx      context.Context
+	returned bool
 }
 
 func (f *fault) String() string {
@@ -60,6 +64,7 @@ func (f *fault) arm(e queueEnv, parent context.Context) (context.Context, contex
 		if f.end == 0 {
 			cancel()
 		}
+		f.ctx = ctx
 		return ctx, cancel
 	}
 	f.base = e.d.Fired()
@@ -71,6 +76,7 @@ func (f *fault) arm(e queueEnv, parent context.Context) (context.Context, contex
 // hit first) and reports whether the fault hit.
 func (f *fault) done(e queueEnv, wait time.Duration) bool {
 	if f.mode == 0 {
+		f.returned = f.ctx != nil && f.ctx.Err() == nil
 		return true
 	}
 	hit := fired(e.d, f.base+1, wait)
@@ -176,6 +182,9 @@ type queueScenario struct {
 	name string
 	ops  []int32
 	run  func(t *testing.T, ctx context.Context, e queueEnv, f *fault)
+	// waits: the operation waits until something happens that no ctx
+	// fault's ctx outlasts (an item put later), so ctx always ends first.
+	waits bool
 }
 
 // putCase puts under the fault: the item is there once if Put said so,
@@ -404,8 +413,9 @@ var queueScenarios = []queueScenario{
 		// it sets up its wait (create, the offers standing: getData, and
 		// the listings that leave watches: getChildren2); then an item is
 		// put.
-		name: "take-wait",
-		ops:  []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData},
+		name:  "take-wait",
+		ops:   []int32{zktest.OpCreate, zktest.OpGetChildren2, zktest.OpGetData},
+		waits: true,
 		run: func(t *testing.T, ctx context.Context, e queueEnv, f *fault) {
 			warm(t, ctx, e)
 			q := fq(t, e.s, e.p)
@@ -795,13 +805,29 @@ func runQueueFaults(t *testing.T, faults func(sc queueScenario) []*fault) {
 	s := d.Connect(t, srv.Addrs())
 	other := connect(t, srv.Addrs())
 	for _, sc := range queueScenarios {
-		for _, f := range faults(sc) {
+		fs := faults(sc)
+		for _, f := range fs {
 			t.Run(fmt.Sprintf("%s/%v", sc.name, f), func(t *testing.T) {
 				t.Cleanup(func() { d.Disarm() })
 				require.NoError(t, s.Err(), "the faulted session is over")
 				e := queueEnv{d: d, s: s, other: other, p: queuePath(t, srv.Addrs())}
 				sc.run(t, bg(t, 60*time.Second), e, f)
 			})
+		}
+		var ended, returned []time.Duration
+		for _, f := range fs {
+			switch {
+			case f.ctx == nil:
+			case f.returned:
+				returned = append(returned, f.end)
+			default:
+				ended = append(ended, f.end)
+			}
+		}
+		if len(ended)+len(returned) > 0 {
+			t.Logf("%s: ctx ended first at %v; the operation returned first at %v", sc.name, ended, returned)
+			require.NotEmpty(t, ended, "%s: no ctx fault ended its ctx before the operation returned", sc.name)
+			require.True(t, sc.waits || len(returned) > 0, "%s: no ctx fault ended its ctx after the operation returned: add a later end to ctxEnds", sc.name)
 		}
 	}
 }
@@ -820,11 +846,20 @@ func TestFaultDropFairqueue(t *testing.T) {
 	})
 }
 
-// Fault (2): the caller's ctx ends before, during or after each operation.
+// ctxEnds are when a ctx fault ends its ctx: before the first request, in
+// the first ones' flight, and (the last ones) mostly once the operation
+// has returned, even under the race detector; runQueueFaults checks that
+// each operation sees both.
+var ctxEnds = []time.Duration{0, 20 * time.Microsecond, 100 * time.Microsecond, time.Millisecond, 5 * time.Millisecond,
+	25 * time.Millisecond, 250 * time.Millisecond}
+
+// Fault (2): the caller's ctx ends before, during or after each operation;
+// each operation's ctx faults are checked to have ended its ctx both
+// before it returned and after (but for one that waits).
 func TestFaultCtxFairqueue(t *testing.T) {
 	runQueueFaults(t, func(queueScenario) []*fault {
 		var fs []*fault
-		for _, end := range []time.Duration{0, 20 * time.Microsecond, 100 * time.Microsecond, time.Millisecond} {
+		for _, end := range ctxEnds {
 			fs = append(fs, &fault{end: end})
 		}
 		return fs

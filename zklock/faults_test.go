@@ -5,7 +5,7 @@ package zklock_test
 // (zktest.Dropper, every mode: the request may or may not have been
 // applied, or it was and its reply is lost, or it was lost on the way);
 // the session survives. (2) The caller's ctx ends before, during or after
-// the call: at 0, 20µs, 100µs or 1ms. After each case: no false loss (a lease that was returned is held
+// the call (ctxEnds). After each case: no false loss (a lease that was returned is held
 // until released), no stranded lock (another session acquires afterwards),
 // no node left behind, no lost leadership.
 //
@@ -275,6 +275,7 @@ type fault interface {
 	ctx(parent context.Context) (context.Context, context.CancelFunc)
 	settle(e faultEnv) // gives a fault in the background its chance to hit
 	hit(e faultEnv) bool
+	returned() // the operation returned: called right after, where it returns at all
 	String() string
 }
 
@@ -298,10 +299,21 @@ func (f dropFault) settle(e faultEnv) { fired(e.d, *f.base+1, time.Second) }
 
 func (f dropFault) hit(e faultEnv) bool { return e.d.Fired() > *f.base }
 
+func (f dropFault) returned() {}
+
 func (f dropFault) String() string { return fmt.Sprintf("%v on %s", f.mode, opNames[f.op]) }
 
 // ctxFault is the operation's ctx ending after a while (0: ended already).
-type ctxFault struct{ end time.Duration }
+// Its probe says whether the operation returned before the ctx ended.
+type ctxFault struct {
+	end   time.Duration
+	probe *ctxProbe
+}
+
+type ctxProbe struct {
+	ctx            context.Context
+	seen, returned bool
+}
 
 func (f ctxFault) arm(faultEnv) {}
 
@@ -310,7 +322,14 @@ func (f ctxFault) ctx(parent context.Context) (context.Context, context.CancelFu
 	if f.end == 0 {
 		cancel()
 	}
+	f.probe.ctx = ctx
 	return ctx, cancel
+}
+
+func (f ctxFault) returned() {
+	if p := f.probe; p.ctx != nil {
+		p.seen, p.returned = true, p.ctx.Err() == nil
+	}
 }
 
 func (f ctxFault) settle(faultEnv) {}
@@ -338,6 +357,7 @@ func takeCase(t *testing.T, ctx context.Context, e faultEnv, f fault, acquire fu
 	defer cancel()
 	f.arm(e)
 	h, err := acquire(fctx)
+	f.returned()
 	e.d.Disarm()
 	_, byCtx := f.(ctxFault)
 	switch {
@@ -438,6 +458,7 @@ var lockScenarios = []scenario{
 			defer cancel()
 			f.arm(e)
 			err = h.release(fctx)
+			f.returned()
 			e.d.Disarm()
 			if err != nil {
 				require.NotErrorIs(t, err, zklock.ErrLockLost, "release with a %v", f)
@@ -465,6 +486,7 @@ var lockScenarios = []scenario{
 			defer cancel()
 			f.arm(e)
 			err = h.release(fctx)
+			f.returned()
 			e.d.Disarm()
 			if err != nil {
 				require.NotErrorIs(t, err, zklock.ErrLockLost, "release with a %v", f)
@@ -490,6 +512,7 @@ var lockScenarios = []scenario{
 			defer cancel()
 			f.arm(e)
 			cs, err := list(fctx)
+			f.returned()
 			e.d.Disarm()
 			if _, byCtx := f.(ctxFault); err != nil {
 				require.True(t, byCtx && isCtxErr(err), "Contenders with a %v: %v", f, err)
@@ -518,6 +541,7 @@ var lockScenarios = []scenario{
 			defer cancel()
 			f.arm(e)
 			perr := h.lead.Proclaim(fctx, []byte("proclaimed"))
+			f.returned()
 			require.NotErrorIs(t, perr, zklock.ErrNotLeader, "Proclaim with a %v", f)
 			f.settle(e) // the monitor's read comes after the write
 			hit := f.hit(e)
@@ -576,6 +600,7 @@ var lockScenarios = []scenario{
 			defer cancel()
 			f.arm(e)
 			h, err := try(fctx)
+			f.returned()
 			e.d.Disarm()
 			if err == nil {
 				releaseAll(t, ctx, h, "a try that took a held lock")
@@ -672,6 +697,7 @@ var lockScenarios = []scenario{
 			defer cancel()
 			f.arm(e)
 			ld, err := el.Leader(fctx)
+			f.returned()
 			e.d.Disarm()
 			if _, byCtx := f.(ctxFault); err != nil {
 				require.True(t, byCtx && isCtxErr(err), "Leader with a %v: %v", f, err)
@@ -775,6 +801,7 @@ var lockScenarios = []scenario{
 			defer cancel()
 			f.arm(e)
 			err = el.Run(fctx, []byte("runner"), lead)
+			f.returned()
 			f.settle(e) // a release cut off goes on after Run's wait
 			hit := f.hit(e)
 			e.d.Disarm()
@@ -933,13 +960,29 @@ func runFaults(t *testing.T, faults func(u use) []fault) {
 			i := slices.IndexFunc(lockScenarios, func(sc scenario) bool { return sc.name == u.scenario })
 			require.GreaterOrEqual(t, i, 0, "no scenario %q", u.scenario)
 			sc := lockScenarios[i]
-			for _, f := range faults(u) {
+			fs := faults(u)
+			for _, f := range fs {
 				t.Run(fmt.Sprintf("%s/%s/%v", rs.r.name, sc.name, f), func(t *testing.T) {
 					t.Cleanup(func() { d.Disarm() })
 					require.NoError(t, s.Err(), "the faulted session is over")
 					e := faultEnv{d: d, s: s, other: other, r: rs.r, path: lockPath(t, other), addr: srv.Addrs()[0]}
 					sc.run(t, bg(t), e, f)
 				})
+			}
+			var ended, returned []time.Duration
+			for _, f := range fs {
+				if cf, ok := f.(ctxFault); ok && cf.probe.seen {
+					if cf.probe.returned {
+						returned = append(returned, cf.end)
+					} else {
+						ended = append(ended, cf.end)
+					}
+				}
+			}
+			if len(ended)+len(returned) > 0 {
+				t.Logf("%s/%s: ctx ended first at %v; the operation returned first at %v", rs.r.name, sc.name, ended, returned)
+				require.NotEmpty(t, ended, "%s/%s: no ctx fault ended its ctx before the operation returned", rs.r.name, sc.name)
+				require.NotEmpty(t, returned, "%s/%s: no ctx fault ended its ctx after the operation returned: add a later end to ctxEnds", rs.r.name, sc.name)
 			}
 		}
 	}
@@ -959,12 +1002,22 @@ func TestFaultDropZklock(t *testing.T) {
 	})
 }
 
-// Fault (2): the caller's ctx ends before, during or after each operation.
+// ctxEnds are when a ctx fault ends its ctx: before the first request, in
+// the first ones' flight, and (the last ones) mostly once the operation
+// has returned, even under the race detector; runFaults checks that each
+// operation that returns sees both.
+var ctxEnds = []time.Duration{0, 20 * time.Microsecond, 100 * time.Microsecond, time.Millisecond, 5 * time.Millisecond,
+	25 * time.Millisecond, 250 * time.Millisecond}
+
+// Fault (2): the caller's ctx ends before, during or after each operation;
+// each operation's ctx faults are checked to have ended its ctx both
+// before it returned and after (but for one that waits on another
+// holder, or runs until ctx ends).
 func TestFaultCtxZklock(t *testing.T) {
 	runFaults(t, func(use) []fault {
 		var fs []fault
-		for _, end := range []time.Duration{0, 20 * time.Microsecond, 100 * time.Microsecond, time.Millisecond} {
-			fs = append(fs, ctxFault{end})
+		for _, end := range ctxEnds {
+			fs = append(fs, ctxFault{end: end, probe: &ctxProbe{}})
 		}
 		return fs
 	})
