@@ -54,11 +54,12 @@ type Queue struct {
 	// consumer in line gets is some of them.
 	rtt atomic.Int64
 	// graceHead is the head of the line that this Queue's consumer second
-	// in line last waited behind, and graceFrom when the grace it has to
-	// hand out items began (see waiter.second).
-	graceMu   sync.Mutex
-	graceHead string
-	graceFrom time.Time
+	// in line last waited behind, graceFrom when the grace it has to hand
+	// out items began, and graceSeen when one was last second behind it
+	// (see waiter.second).
+	graceMu              sync.Mutex
+	graceHead            string
+	graceFrom, graceSeen time.Time
 
 	// puts and acks send concurrent Puts, and Acks, in shared multis.
 	puts *group[putItem, putResult]

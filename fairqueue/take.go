@@ -272,11 +272,12 @@ func (w *waiter) setAhead(names []string) error {
 // place in line. The grace is counted from when items could be handed out
 // (from the first look at this head, and from each change of the items
 // while none could be), by the Queue, not by this Take: a Take that ends
-// before the grace does, and the next one behind the same head, count on
-// from where it stopped.
+// before the grace does, and the next one behind the same head soon after,
+// count on from where it stopped.
 func (w *waiter) second(ctx context.Context) ([]*Job, wake, error) {
 	h := w.prev[0]
 	head := h.Path[len(w.q.line)+1:]
+	defer w.q.behind(head, false) // we were behind it until now
 	deadline := w.q.behind(head, false).Add(w.q.grace())
 	var items []<-chan zk.Event
 	for {
@@ -302,13 +303,17 @@ func (w *waiter) second(ctx context.Context) ([]*Job, wake, error) {
 
 // behind returns when this Queue began to count the grace of head, the
 // head of the line as seen from the place second in it: now, if head is
-// not the one it counts for, or if restart says the count starts again.
+// not the one it counts for, if restart says the count starts again, or if
+// none of its Takes has been second behind head for a grace (it did not
+// see what head had to hand out meanwhile).
 func (q *Queue) behind(head string, restart bool) time.Time {
 	q.graceMu.Lock()
 	defer q.graceMu.Unlock()
-	if restart || q.graceHead != head {
-		q.graceHead, q.graceFrom = head, time.Now()
+	now := time.Now()
+	if restart || q.graceHead != head || now.Sub(q.graceSeen) > q.grace() {
+		q.graceHead, q.graceFrom = head, now
 	}
+	q.graceSeen = now
 	return q.graceFrom
 }
 
