@@ -52,9 +52,9 @@ func (h holding) release(ctx context.Context) error {
 // returns when it would have to wait.
 type recipe struct {
 	name        string
-	ours, rival func(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error)
+	ours, rival opener
 	contenders  func(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) ([]zklock.Contender, error)
-	try         func(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error)
+	try         opener
 	busy        error
 }
 
@@ -65,53 +65,47 @@ func lockWith(lock func(ctx context.Context) (*zklock.Lease, error)) func(contex
 	}
 }
 
-func mutexLock(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
-	m, err := zklock.NewMutex(s, path)
-	require.NoError(t, err)
-	return lockWith(m.Lock)
+// opener makes, on a session and path, one way to take a lock.
+type opener = func(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error)
+
+type lockFunc = func(context.Context) (*zklock.Lease, error)
+
+// onMutex, onRWMutex and onSemaphore make openers from a recipe's way of
+// taking (Lock, TryLock...).
+func onMutex(take func(*zklock.Mutex) lockFunc) opener {
+	return func(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
+		m, err := zklock.NewMutex(s, path)
+		require.NoError(t, err)
+		return lockWith(take(m))
+	}
 }
 
-func rwRLock(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
-	rw, err := zklock.NewRWMutex(s, path)
-	require.NoError(t, err)
-	return lockWith(rw.RLock)
+func onRWMutex(take func(*zklock.RWMutex) lockFunc) opener {
+	return func(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
+		rw, err := zklock.NewRWMutex(s, path)
+		require.NoError(t, err)
+		return lockWith(take(rw))
+	}
 }
 
-func rwLock(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
-	rw, err := zklock.NewRWMutex(s, path)
-	require.NoError(t, err)
-	return lockWith(rw.Lock)
+func onSemaphore(take func(*zklock.Semaphore) lockFunc) opener {
+	return func(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
+		sm, err := zklock.NewSemaphore(s, path, 1)
+		require.NoError(t, err)
+		return lockWith(take(sm))
+	}
 }
 
-func semAcquire(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
-	sm, err := zklock.NewSemaphore(s, path, 1)
-	require.NoError(t, err)
-	return lockWith(sm.Acquire)
-}
-
-func mutexTry(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
-	m, err := zklock.NewMutex(s, path)
-	require.NoError(t, err)
-	return lockWith(m.TryLock)
-}
-
-func rwTryRLock(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
-	rw, err := zklock.NewRWMutex(s, path)
-	require.NoError(t, err)
-	return lockWith(rw.TryRLock)
-}
-
-func rwTryLock(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
-	rw, err := zklock.NewRWMutex(s, path)
-	require.NoError(t, err)
-	return lockWith(rw.TryLock)
-}
-
-func semTry(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
-	sm, err := zklock.NewSemaphore(s, path, 1)
-	require.NoError(t, err)
-	return lockWith(sm.TryAcquire)
-}
+var (
+	mutexLock  = onMutex(func(m *zklock.Mutex) lockFunc { return m.Lock })
+	mutexTry   = onMutex(func(m *zklock.Mutex) lockFunc { return m.TryLock })
+	rwRLock    = onRWMutex(func(rw *zklock.RWMutex) lockFunc { return rw.RLock })
+	rwLock     = onRWMutex(func(rw *zklock.RWMutex) lockFunc { return rw.Lock })
+	rwTryRLock = onRWMutex(func(rw *zklock.RWMutex) lockFunc { return rw.TryRLock })
+	rwTryLock  = onRWMutex(func(rw *zklock.RWMutex) lockFunc { return rw.TryLock })
+	semAcquire = onSemaphore(func(sm *zklock.Semaphore) lockFunc { return sm.Acquire })
+	semTry     = onSemaphore(func(sm *zklock.Semaphore) lockFunc { return sm.TryAcquire })
+)
 
 func campaign(t *testing.T, s *zkrecipes.Session, path string) func(context.Context) (holding, error) {
 	el, err := zklock.NewElection(s, path)
