@@ -181,10 +181,13 @@ func guard(pid int, ctl, status *os.File) {
 type deadlines struct{ term, kill time.Duration }
 
 // The guard acts a little before the deadlines it is told, for the time
-// the message took, and keeps a margin before the session's expiry.
+// the message took, and keeps a margin before the session's expiry: for
+// its own wake-up and the group's death on a loaded machine (100 ms was
+// not always enough with two test suites under the race detector on two
+// cores).
 const (
 	ctlSlack  = 20 * time.Millisecond
-	killSlack = 100 * time.Millisecond
+	killSlack = 250 * time.Millisecond
 )
 
 // readCtl reads zklock's messages: signals to sigs, deadlines to told;
