@@ -16,9 +16,10 @@ import (
 )
 
 // A claim is an EPHEMERAL node claims/<id>, made in one multi with a
-// version-checked setData on the item, which counts the delivery in the
+// version-checked setData on the item, which counts the hand-out in the
 // item's data version (Job.Attempt) and fences: a claim made from an out of
-// date read fails. The claim node's data is a token of the Take it is for:
+// date read fails. An item offered to a consumer was counted by the offer
+// (see handOut): its claim checks that version instead of setting it. The claim node's data is a token of the Take it is for:
 // the session that owns the node does not say whose it is, since every Take
 // of every Queue on one session shares it; a look for a claim after a lost
 // reply, or a clean-up that deletes one, goes by the token.
@@ -26,9 +27,10 @@ import (
 func (q *Queue) itemPath(c candidate) string { return q.bucketPath(c.bucket) + "/" + c.name }
 
 // readItems reads the items cs at once (the client pipelines the reads). It
-// leaves out an item gone (acked meanwhile) and moves to the dead letters an
-// item delivered WithMaxAttempts times already.
-func (q *Queue) readItems(ctx context.Context, cs []candidate) ([]item, error) {
+// leaves out an item gone (acked meanwhile) and, with bury, moves to the
+// dead letters an item handed out WithMaxAttempts times already (not when
+// the items were offered to us: our offer counts one of those).
+func (q *Queue) readItems(ctx context.Context, cs []candidate, bury bool) ([]item, error) {
 	out := make([]item, len(cs))
 	var r reads
 	for i, c := range cs {
@@ -51,7 +53,7 @@ func (q *Queue) readItems(ctx context.Context, cs []candidate) ([]item, error) {
 	for _, it := range out {
 		switch {
 		case it.node.Stat == nil:
-		case q.maxAttempts > 0 && int(it.node.Stat.Version) >= q.maxAttempts:
+		case bury && q.maxAttempts > 0 && int(it.node.Stat.Version) >= q.maxAttempts:
 			if err := q.buryUnclaimed(ctx, it); err != nil {
 				return nil, err
 			}
@@ -84,25 +86,39 @@ type claimOf struct {
 	item
 	path    string // claims/<id>
 	token   []byte
-	version int32 // the item's data version the claim sets: the delivery it counts
+	version int32 // the item's data version once claimed: the hand-out it counts
+	// offered: the item was offered to us, and the offer counted the
+	// hand-out already (see handOut); the claim checks the version.
+	offered bool
 }
 
-func (q *Queue) newClaims(its []item) []*claimOf {
+// newClaims makes the claims of items as read (the claim counts a
+// hand-out), or, with offered, as offered to us (the offer counted it).
+func (q *Queue) newClaims(its []item, offered bool) []*claimOf {
 	cs := make([]*claimOf, len(its))
 	for i, it := range its {
-		cs[i] = &claimOf{item: it, path: q.claims + "/" + it.id(), token: []byte(rand.Text()), version: it.node.Stat.Version + 1}
+		v := it.node.Stat.Version
+		if !offered {
+			v++
+		}
+		cs[i] = &claimOf{item: it, path: q.claims + "/" + it.id(), token: []byte(rand.Text()), version: v, offered: offered}
 	}
 	return cs
 }
 
-// claimOps are the claims' part of a multi: for each, the claim node, the
-// item's setData, and the delete of its held/ node when it was held.
+// claimOps are the claims' part of a multi: for each, the claim node; the
+// item's setData, counting the hand-out (or, for an item offered to us,
+// the check of the version the offer set); and the delete of its held/
+// node when it was held.
 func (q *Queue) claimOps(cs []*claimOf) []any {
 	var ops []any
 	for _, c := range cs {
-		ops = append(ops,
-			&zk.CreateRequest{Path: c.path, Data: c.token, Acl: q.acl, Flags: zk.FlagEphemeral},
-			&zk.SetDataRequest{Path: q.itemPath(c.candidate), Data: c.node.Data, Version: c.node.Stat.Version})
+		ops = append(ops, &zk.CreateRequest{Path: c.path, Data: c.token, Acl: q.acl, Flags: zk.FlagEphemeral})
+		if c.offered {
+			ops = append(ops, &zk.CheckVersionRequest{Path: q.itemPath(c.candidate), Version: c.version})
+		} else {
+			ops = append(ops, &zk.SetDataRequest{Path: q.itemPath(c.candidate), Data: c.node.Data, Version: c.node.Stat.Version})
+		}
 		if c.held != "" {
 			ops = append(ops, &zk.DeleteRequest{Path: q.held + "/" + c.held, Version: -1})
 		}
@@ -279,7 +295,7 @@ func (w *waiter) claimOffer(ctx context.Context) ([]*Job, error) {
 		}
 	}
 	if len(unread) > 0 {
-		read, err := q.readItems(ctx, unread)
+		read, err := q.readItems(ctx, unread, false)
 		if err != nil {
 			return nil, err
 		}
@@ -294,7 +310,7 @@ func (w *waiter) claimOffer(ctx context.Context) ([]*Job, error) {
 		slices.SortFunc(its, func(a, b item) int { return compareIDs(a.candidate, b.candidate) })
 	}
 	for tries := 0; len(its) > 0 && tries < maxDirTries; tries++ {
-		cs := q.newClaims(its)
+		cs := q.newClaims(its, true)
 		ops := append(q.claimOps(cs), &zk.DeleteRequest{Path: w.path, Version: w.version})
 		js, r, err := q.sendClaims(ctx, ops, cs)
 		k := claimAt(cs, r.i)

@@ -75,7 +75,7 @@ func (w *waiter) handOut(ctx context.Context, pass *standing, watch bool) ([]*Jo
 		shares = append(shares, share{name, wantOf(name)})
 		n += shares[len(shares)-1].want
 	}
-	items, err := q.readItems(ctx, v.free[:min(len(v.free), n, maxHandOut)])
+	items, err := q.readItems(ctx, v.free[:min(len(v.free), n, maxHandOut)], true)
 	if err != nil {
 		return nil, nil, q.ended(ctx, err)
 	}
@@ -89,7 +89,7 @@ func (w *waiter) handOut(ctx context.Context, pass *standing, watch bool) ([]*Jo
 	// each consumer's own event comes before the one that tells it the
 	// node ahead of it was served), the passes, the offers standing, and
 	// our node's delete.
-	mine := q.newClaims(items[:min(len(items), shares[0].want)])
+	mine := q.newClaims(items[:min(len(items), shares[0].want)], false)
 	items = items[len(mine):]
 	ops := q.claimOps(mine)
 	size := 0
@@ -103,7 +103,16 @@ func (w *waiter) handOut(ctx context.Context, pass *standing, watch bool) ([]*Jo
 		if len(its) == 0 {
 			break
 		}
-		data := encodeOffer(its)
+		// An offer counts its hand-out in the item's data version, as a
+		// claim does (so that an item whose offer is left unclaimed comes
+		// back with Attempt above 1), and carries the version it set.
+		offered := make([]item, len(its))
+		for i, it := range its {
+			offered[i] = it
+			offered[i].node.Stat = &zk.Stat{Version: it.node.Stat.Version + 1}
+			size += len(it.node.Data)
+		}
+		data := encodeOffer(offered)
 		if size += len(data); size > zkrecipes.MaxDataSize/2 {
 			break // the rest wait for the next hand-out
 		}
@@ -112,7 +121,8 @@ func (w *waiter) handOut(ctx context.Context, pass *standing, watch bool) ([]*Jo
 		for _, it := range its {
 			cp := q.claims + "/" + it.id()
 			theirs = append(theirs, &zk.CreateRequest{Path: cp, Data: []byte{}, Acl: q.acl, Flags: zk.FlagEphemeral},
-				&zk.DeleteRequest{Path: cp, Version: -1})
+				&zk.DeleteRequest{Path: cp, Version: -1},
+				&zk.SetDataRequest{Path: q.itemPath(it.candidate), Data: it.node.Data, Version: it.node.Stat.Version})
 			v.offers = append(v.offers, standing{id: it.id(), node: sh.name, at: now, version: 1})
 		}
 		theirs = append(theirs, &zk.SetDataRequest{Path: q.line + "/" + sh.name, Data: data, Version: 0})

@@ -58,7 +58,8 @@
 // consumer (a loop of one Queue's Takes, or one of Work's handlers) is ever
 // handed a lower id than it had before, except an item that came back: a
 // Nack, a lost claim, an ended hold, or an offer left unclaimed (passed
-// over, or given up by a Take that ended).
+// over, or given up by a Take that ended). Such an item's Job.Attempt is
+// above 1: every hand-out counts, a claim's and an offer's.
 //
 // The offers standing (made, and their items not claimed yet) are recorded
 // in the line directory's data, which every hand-out writes back,
@@ -78,9 +79,12 @@
 // # At least once
 //
 // A claim is an EPHEMERAL claim node and a version-checked setData on the
-// item, in one multi; the item's data version is the number of claims
-// (Job.Attempt: the deliveries, and a claim that landed for a Take that gave
-// up before it returned). Ack deletes item and claim in one multi; Nack
+// item, in one multi; the item's data version is the number of hand-outs
+// (Job.Attempt): the head's claims of items for itself, its offers (which
+// set the version in the hand-out's multi; the claim of an offered item
+// checks it), TryTake's claims. An offer left unclaimed, and a claim that
+// landed for a Take that gave up before it returned, count as well: the
+// item was handed out. Ack deletes item and claim in one multi; Nack
 // deletes only the claim, so the item is back at its place in line. A
 // consumer whose session ends loses its claims, and its items are delivered
 // again. Items delivered WithMaxAttempts times move to dead/ (see

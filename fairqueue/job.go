@@ -62,7 +62,10 @@ func (j *Job) ID() string { return j.id }
 // Data is the item's payload. Do not modify it.
 func (j *Job) Data() []byte { return j.data }
 
-// Attempt is the delivery count of the item: 1 on its first delivery.
+// Attempt is how many times the item was handed out, this time included:
+// 1 on its first delivery. An item that came back (a Nack, a lost claim, an
+// ended hold, an offer another consumer left unclaimed) has Attempt above
+// 1: only such an item is ever handed to a consumer after a higher id.
 func (j *Job) Attempt() int { return int(j.version) }
 
 // Done is closed if the claim is lost (the session ended, or another client

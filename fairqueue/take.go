@@ -20,7 +20,8 @@ import (
 // itself and to the consumers behind it, in one multi; no one else chooses
 // an item, so no claim loses a race. A consumer never takes a lower id than
 // it took before, except an item that came back (Nack, a lost claim, an
-// offer left unclaimed: its consumer too slow to claim it, or gone). A head
+// offer left unclaimed: its consumer too slow to claim it, or gone), which
+// Job.Attempt tells: above 1. A head
 // that froze or died is passed over by the consumer behind it after a grace
 // of a few round trips.
 //
@@ -472,14 +473,14 @@ func (q *Queue) tryTake(ctx context.Context) (*Job, error) {
 		case len(v.free) == 0:
 			return nil, nil
 		}
-		items, err := q.readItems(ctx, v.free[:1])
+		items, err := q.readItems(ctx, v.free[:1], true)
 		if err != nil {
 			return nil, err
 		}
 		if len(items) == 0 {
 			continue // acked meanwhile, or moved to the dead letters
 		}
-		cs := q.newClaims(items)
+		cs := q.newClaims(items, false)
 		js, r, err := q.sendClaims(ctx, q.claimOps(cs), cs)
 		switch {
 		case err != nil:

@@ -70,39 +70,6 @@ func (m *sentMulti) has(op int32, path string) bool {
 	return false
 }
 
-// handsOut reports whether the multi is a hand-out (a head's multi: it
-// writes the line's record of the offers standing) that gives item id to
-// a consumer: it claims the item for the head, or offers it (it makes and
-// deletes the item's claim).
-func (m *sentMulti) handsOut(id string) bool {
-	record := false
-	for _, o := range m.ops {
-		record = record || o.op == 5 && strings.HasSuffix(o.path, "/line")
-	}
-	return record && m.has(1, "/claims/"+id)
-}
-
-// sent returns how many multis have been sent.
-func (w *wire) sent() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.multis)
-}
-
-// handOuts returns how many of the first n multis sent were hand-outs of
-// item id that the server applied.
-func (w *wire) handOuts(id string, n int) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	k := 0
-	for _, m := range w.multis[:n] {
-		if m.done && !m.failed && m.handsOut(id) {
-			k++
-		}
-	}
-	return k
-}
-
 // claims reports whether the multi starts with a create under claims/: a
 // claim (or several, made by one hand-out).
 func (m *sentMulti) claims() bool {
