@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -26,13 +27,38 @@ import (
 
 func (q *Queue) itemPath(c candidate) string { return q.bucketPath(c.bucket) + "/" + c.name }
 
-// readItems reads the items cs at once (the client pipelines the reads). It
-// leaves out an item gone (acked meanwhile) and, with bury, moves to the
-// dead letters an item handed out WithMaxAttempts times already (not when
-// the items were offered to us: our offer counts one of those).
-func (q *Queue) readItems(ctx context.Context, cs []candidate, bury bool) ([]item, error) {
+// readItems reads the items cs, offered to us, at once (the client
+// pipelines the reads), leaving out an item gone.
+func (q *Queue) readItems(ctx context.Context, cs []candidate) ([]item, error) {
+	its, _, err := q.readItemsHeld(ctx, cs, false)
+	return its, err
+}
+
+// readFree reads the items cs that a look found free (not claimed, not
+// held) at once, and lists held/ again in the same round trip. It leaves
+// out an item gone (acked meanwhile) and moves to the dead letters an item
+// handed out WithMaxAttempts times already (not done for items offered to
+// us: our offer counts one of those).
+//
+// The look's reads go out from goroutines in whatever order they run, and
+// the server answers each as of when it arrives: it may have listed held/
+// before a NackAfter (a held node made and the claim deleted, in one
+// multi) and claims/ after it, and then the item looks free. Listed after
+// the look's answers came, held/ shows every hold whose claim the look
+// missed. readFree leaves out an item held until later, and returns the
+// earliest such time (zero if none).
+func (q *Queue) readFree(ctx context.Context, cs []candidate) ([]item, time.Time, error) {
+	return q.readItemsHeld(ctx, cs, true)
+}
+
+// readItemsHeld reads the items cs; free, it is readFree, else readItems.
+func (q *Queue) readItemsHeld(ctx context.Context, cs []candidate, free bool) ([]item, time.Time, error) {
 	out := make([]item, len(cs))
 	var r reads
+	var held []string
+	if free {
+		r.list(ctx, q, q.held, &held, false)
+	}
 	for i, c := range cs {
 		r.do(func() error {
 			n, err := znode.Get(ctx, q.s, q.itemPath(c))
@@ -47,21 +73,39 @@ func (q *Queue) readItems(ctx context.Context, cs []candidate, bury bool) ([]ite
 		})
 	}
 	if err := r.wait(); err != nil {
-		return nil, err
+		return nil, time.Time{}, err
+	}
+	now := time.Now()
+	var later time.Time
+	type hold struct {
+		name  string
+		until time.Time
+	}
+	holds := make(map[string]hold, len(held))
+	for _, name := range held {
+		if id, until, ok := parseHeld(name); ok {
+			holds[id] = hold{name, until}
+		}
 	}
 	kept := out[:0]
 	for _, it := range out {
+		h, isHeld := holds[it.id()]
+		name := h.name
 		switch {
 		case it.node.Stat == nil:
-		case bury && q.maxAttempts > 0 && int(it.node.Stat.Version) >= q.maxAttempts:
+		case isHeld && h.until.After(now):
+			later = earliest(later, h.until) // not free after all
+		case free && q.maxAttempts > 0 && int(it.node.Stat.Version) >= q.maxAttempts:
+			it.held = max(it.held, name)
 			if err := q.buryUnclaimed(ctx, it); err != nil {
-				return nil, err
+				return nil, time.Time{}, err
 			}
 		default:
+			it.held = max(it.held, name)
 			kept = append(kept, it)
 		}
 	}
-	return kept, nil
+	return kept, later, nil
 }
 
 // buryUnclaimed moves an item delivered often enough to the dead letters.
@@ -295,7 +339,7 @@ func (w *waiter) claimOffer(ctx context.Context) ([]*Job, error) {
 		}
 	}
 	if len(unread) > 0 {
-		read, err := q.readItems(ctx, unread, false)
+		read, err := q.readItems(ctx, unread)
 		if err != nil {
 			return nil, err
 		}

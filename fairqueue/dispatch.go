@@ -75,11 +75,14 @@ func (w *waiter) handOut(ctx context.Context, pass *standing, watch bool) ([]*Jo
 		shares = append(shares, share{name, wantOf(name)})
 		n += shares[len(shares)-1].want
 	}
-	items, err := q.readItems(ctx, v.free[:min(len(v.free), n, maxHandOut)], true)
-	if err != nil {
+	items, later, err := q.readFree(ctx, v.free[:min(len(v.free), n, maxHandOut)])
+	switch {
+	case err != nil:
 		return nil, nil, q.ended(ctx, err)
-	}
-	if len(items) == 0 {
+	case len(items) == 0 && !later.IsZero():
+		v.next = earliest(v.next, later) // held meanwhile: wait as for nothing to hand out
+		return nil, v, nil
+	case len(items) == 0:
 		return nil, nil, nil // acked or buried meanwhile: look again
 	}
 	w.idle = false

@@ -37,11 +37,13 @@ type call[T, R any] struct {
 }
 
 // run sends ins with the next batch and returns their results. If ctx ends
-// first, it returns ctx's cause, and sent says whether they had gone out
-// (their outcome is then unknown; otherwise nothing was sent).
-func (g *group[T, R]) run(ctx context.Context, ins ...T) (outs []R, sent bool, err error) {
+// first, it returns ctx's cause, and inFlight says whether they had gone
+// out: nil if nothing was sent; else closed once the batch that carried
+// them is answered (their outcome is unknown until then, and may be after:
+// a batch whose connection dropped).
+func (g *group[T, R]) run(ctx context.Context, ins ...T) (outs []R, inFlight <-chan struct{}, err error) {
 	if ctx.Err() != nil {
-		return nil, false, context.Cause(ctx)
+		return nil, nil, context.Cause(ctx)
 	}
 	cs := make([]*call[T, R], len(ins))
 	g.mu.Lock()
@@ -64,8 +66,13 @@ func (g *group[T, R]) run(ctx context.Context, ins ...T) (outs []R, sent bool, e
 		}
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		sent = c.sent
-		if !sent {
+		switch {
+		case c.sent:
+			inFlight = c.done
+		case i > 0:
+			inFlight = cs[i-1].done // answered already
+		}
+		if !c.sent {
 			for _, c := range cs[i:] {
 				for k, p := range g.pending {
 					if p == c {
@@ -75,9 +82,9 @@ func (g *group[T, R]) run(ctx context.Context, ins ...T) (outs []R, sent bool, e
 				}
 			}
 		}
-		return nil, sent || i > 0, context.Cause(ctx)
+		return nil, inFlight, context.Cause(ctx)
 	}
-	return outs, true, nil
+	return outs, cs[len(cs)-1].done, nil
 }
 
 // send sends batches until none is pending.

@@ -127,13 +127,13 @@ func (q *Queue) Put(ctx context.Context, data []byte, opts ...PutOption) (string
 // multi (see group). An item that fails alone (its key is taken, by an item
 // put before) is put on its own: its Put finds the item with that key.
 func (q *Queue) putOne(ctx context.Context, it putItem) (string, error) {
-	rs, sent, err := q.puts.run(ctx, it)
+	rs, inFlight, err := q.puts.run(ctx, it)
 	var r putResult
 	if err == nil {
 		r = rs[0]
 	}
 	switch {
-	case err != nil && sent:
+	case err != nil && inFlight != nil:
 		return "", fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 	case err != nil:
 		return "", err // nothing sent

@@ -473,12 +473,12 @@ func (q *Queue) tryTake(ctx context.Context) (*Job, error) {
 		case len(v.free) == 0:
 			return nil, nil
 		}
-		items, err := q.readItems(ctx, v.free[:1], true)
+		items, _, err := q.readFree(ctx, v.free[:1])
 		if err != nil {
 			return nil, err
 		}
 		if len(items) == 0 {
-			continue // acked meanwhile, or moved to the dead letters
+			continue // acked meanwhile, moved to the dead letters, or held
 		}
 		cs := q.newClaims(items, false)
 		js, r, err := q.sendClaims(ctx, q.claimOps(cs), cs)

@@ -197,10 +197,19 @@ func (wk *worker) join(ctx context.Context) *waiter {
 	if err != nil {
 		return nil
 	}
-	rs, sent, err := wk.q.acks.run(ctx, req)
+	rs, inFlight, err := wk.q.acks.run(ctx, req)
 	switch {
-	case err != nil && sent:
-		wk.q.s.Cleanup("abandoned join in "+wk.q.line, func() error { return wk.q.leavePrefixed(base) })
+	case err != nil && inFlight != nil:
+		// Look for our node once the multi is answered: looked for before,
+		// a node it makes after is left in line.
+		wk.q.s.Cleanup("abandoned join in "+wk.q.line, func() error {
+			select {
+			case <-inFlight:
+			case <-wk.q.s.Done():
+				return nil // its nodes go with it
+			}
+			return wk.q.leavePrefixed(base)
+		})
 		return nil
 	case err != nil:
 		return nil
