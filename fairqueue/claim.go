@@ -20,10 +20,11 @@ import (
 // version-checked setData on the item, which counts the hand-out in the
 // item's data version (Job.Attempt) and fences: a claim made from an out of
 // date read fails. An item offered to a consumer was counted by the offer
-// (see handOut): its claim checks that version instead of setting it. The claim node's data is a token of the Take it is for:
-// the session that owns the node does not say whose it is, since every Take
-// of every Queue on one session shares it; a look for a claim after a lost
-// reply, or a clean-up that deletes one, goes by the token.
+// (see handOut): its claim checks that version instead of setting it. The
+// claim node's data is a token of the Take it is for: the session that
+// owns the node does not say whose it is, since every Take of every Queue
+// on one session shares it; a look for a claim after a lost reply, or a
+// clean-up that deletes one, goes by the token.
 
 func (q *Queue) itemPath(c candidate) string { return q.bucketPath(c.bucket) + "/" + c.name }
 
@@ -75,8 +76,9 @@ func (q *Queue) readItemsHeld(ctx context.Context, cs []candidate, free bool) ([
 	if err := r.wait(); err != nil {
 		return nil, time.Time{}, err
 	}
-	now := time.Now()
-	var later time.Time
+	// The holds listed now (with free): one held until later leaves its
+	// item out; one over gives the claim its held node to delete, if the
+	// look did not.
 	type hold struct {
 		name  string
 		until time.Time
@@ -87,23 +89,29 @@ func (q *Queue) readItemsHeld(ctx context.Context, cs []candidate, free bool) ([
 			holds[id] = hold{name, until}
 		}
 	}
+	now := time.Now()
+	var later time.Time
 	kept := out[:0]
 	for _, it := range out {
-		h, isHeld := holds[it.id()]
-		name := h.name
-		switch {
-		case it.node.Stat == nil:
-		case isHeld && h.until.After(now):
-			later = earliest(later, h.until) // not free after all
-		case free && q.maxAttempts > 0 && int(it.node.Stat.Version) >= q.maxAttempts:
-			it.held = max(it.held, name)
+		if it.node.Stat == nil {
+			continue // gone
+		}
+		if h, ok := holds[it.id()]; ok {
+			if h.until.After(now) {
+				later = earliest(later, h.until) // not free after all
+				continue
+			}
+			if it.held == "" {
+				it.held = h.name
+			}
+		}
+		if free && q.maxAttempts > 0 && int(it.node.Stat.Version) >= q.maxAttempts {
 			if err := q.buryUnclaimed(ctx, it); err != nil {
 				return nil, time.Time{}, err
 			}
-		default:
-			it.held = max(it.held, name)
-			kept = append(kept, it)
+			continue
 		}
+		kept = append(kept, it)
 	}
 	return kept, later, nil
 }

@@ -5,7 +5,7 @@ package fairqueue_test
 // (zktest.Dropper, every mode: the request may or may not have been
 // applied, or it was and its reply is lost, or it was lost on the way);
 // the session survives. (2) The caller's ctx ends before, during or after
-// the call (ctxEnds). After each case: an item put is there once (or, after an unknown
+// the call (zktest.CtxEnds). After each case: an item put is there once (or, after an unknown
 // outcome, at most once), a Job taken is not lost, Ack and Nack settle the
 // item, no consumer is stranded in line/, no claim or other node is left.
 //
@@ -824,11 +824,7 @@ func runQueueFaults(t *testing.T, faults func(sc queueScenario) []*fault) {
 				ended = append(ended, f.end)
 			}
 		}
-		if len(ended)+len(returned) > 0 {
-			t.Logf("%s: ctx ended first at %v; the operation returned first at %v", sc.name, ended, returned)
-			require.NotEmpty(t, ended, "%s: no ctx fault ended its ctx before the operation returned", sc.name)
-			require.True(t, sc.waits || len(returned) > 0, "%s: no ctx fault ended its ctx after the operation returned: add a later end to ctxEnds", sc.name)
-		}
+		zktest.RequireCtxBothWays(t, sc.name, ended, returned, sc.waits)
 	}
 }
 
@@ -846,20 +842,13 @@ func TestFaultDropFairqueue(t *testing.T) {
 	})
 }
 
-// ctxEnds are when a ctx fault ends its ctx: before the first request, in
-// the first ones' flight, and (the last ones) mostly once the operation
-// has returned, even under the race detector; runQueueFaults checks that
-// each operation sees both.
-var ctxEnds = []time.Duration{0, 20 * time.Microsecond, 100 * time.Microsecond, time.Millisecond, 5 * time.Millisecond,
-	25 * time.Millisecond, 250 * time.Millisecond}
-
 // Fault (2): the caller's ctx ends before, during or after each operation;
 // each operation's ctx faults are checked to have ended its ctx both
 // before it returned and after (but for one that waits).
 func TestFaultCtxFairqueue(t *testing.T) {
 	runQueueFaults(t, func(queueScenario) []*fault {
 		var fs []*fault
-		for _, end := range ctxEnds {
+		for _, end := range zktest.CtxEnds() {
 			fs = append(fs, &fault{end: end})
 		}
 		return fs

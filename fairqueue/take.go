@@ -21,9 +21,8 @@ import (
 // an item, so no claim loses a race. A consumer never takes a lower id than
 // it took before, except an item that came back (Nack, a lost claim, an
 // offer left unclaimed: its consumer too slow to claim it, or gone), which
-// Job.Attempt tells: above 1. A head
-// that froze or died is passed over by the consumer behind it after a grace
-// of a few round trips.
+// Job.Attempt tells: above 1. A head that froze or died is passed over by
+// the consumer behind it after a grace of a few round trips.
 //
 // Take returns when ctx ends or the session is over, leaving the line
 // without taking anything; it rides out disconnects the session survives.

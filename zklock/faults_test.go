@@ -5,7 +5,7 @@ package zklock_test
 // (zktest.Dropper, every mode: the request may or may not have been
 // applied, or it was and its reply is lost, or it was lost on the way);
 // the session survives. (2) The caller's ctx ends before, during or after
-// the call (ctxEnds). After each case: no false loss (a lease that was returned is held
+// the call (zktest.CtxEnds). After each case: no false loss (a lease that was returned is held
 // until released), no stranded lock (another session acquires afterwards),
 // no node left behind, no lost leadership.
 //
@@ -973,11 +973,7 @@ func runFaults(t *testing.T, faults func(u use) []fault) {
 					}
 				}
 			}
-			if len(ended)+len(returned) > 0 {
-				t.Logf("%s/%s: ctx ended first at %v; the operation returned first at %v", rs.r.name, sc.name, ended, returned)
-				require.NotEmpty(t, ended, "%s/%s: no ctx fault ended its ctx before the operation returned", rs.r.name, sc.name)
-				require.NotEmpty(t, returned, "%s/%s: no ctx fault ended its ctx after the operation returned: add a later end to ctxEnds", rs.r.name, sc.name)
-			}
+			zktest.RequireCtxBothWays(t, rs.r.name+"/"+sc.name, ended, returned, false)
 		}
 	}
 }
@@ -996,13 +992,6 @@ func TestFaultDropZklock(t *testing.T) {
 	})
 }
 
-// ctxEnds are when a ctx fault ends its ctx: before the first request, in
-// the first ones' flight, and (the last ones) mostly once the operation
-// has returned, even under the race detector; runFaults checks that each
-// operation that returns sees both.
-var ctxEnds = []time.Duration{0, 20 * time.Microsecond, 100 * time.Microsecond, time.Millisecond, 5 * time.Millisecond,
-	25 * time.Millisecond, 250 * time.Millisecond}
-
 // Fault (2): the caller's ctx ends before, during or after each operation;
 // each operation's ctx faults are checked to have ended its ctx both
 // before it returned and after (but for one that waits on another
@@ -1010,7 +999,7 @@ var ctxEnds = []time.Duration{0, 20 * time.Microsecond, 100 * time.Microsecond, 
 func TestFaultCtxZklock(t *testing.T) {
 	runFaults(t, func(use) []fault {
 		var fs []fault
-		for _, end := range ctxEnds {
+		for _, end := range zktest.CtxEnds() {
 			fs = append(fs, ctxFault{end: end, probe: &ctxProbe{}})
 		}
 		return fs

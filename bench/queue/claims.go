@@ -11,11 +11,11 @@ import (
 
 // Claims counts the requests that consumers send through its Dial (a
 // zk.Dialer), reads and writes, and among them the claim writes and those
-// the server refused: a multi that creates
-// a node under a "/claims/" directory is a claim (fairqueue's and the
-// floor's), and one whose reply says it failed is a claim that lost. The
-// server logs a failed write as it does one that succeeds (a proposal,
-// a log append, a commit), so a lost claim costs as much as a won one.
+// the server refused: a multi that creates a node under a "/claims/"
+// directory is a claim (fairqueue's and the floor's), and one whose reply
+// says it failed is a claim that lost. The server logs a failed write as
+// it does one that succeeds (a proposal, a log append, a commit), so a
+// lost claim costs as much as a won one.
 //
 // It reads the client's side of the protocol only: request frames for the
 // opcode and the multi's paths, reply frames for the xid, the error and a
@@ -84,13 +84,14 @@ func (cc *countConn) Write(p []byte) (int, error) {
 			return // the connect request
 		}
 		xid := int32(binary.BigEndian.Uint32(body))
-		switch op := int32(binary.BigEndian.Uint32(body[4:])); {
+		op := int32(binary.BigEndian.Uint32(body[4:]))
+		switch {
 		case readOps[op]:
 			cc.c.reads.Add(1)
 		case writeOps[op]:
 			cc.c.writes.Add(1)
 		}
-		if int32(binary.BigEndian.Uint32(body[4:])) == opMulti && createsClaim(body[8:]) {
+		if op == opMulti && createsClaim(body[8:]) {
 			cc.pending[xid] = true
 			cc.c.sent.Add(1)
 		}
