@@ -48,33 +48,6 @@ func (q *Queue) buryOps(id, item, key string, version int32, attempts int, data 
 	return ops
 }
 
-// bury moves an unclaimed item to dead/, making the directory if needed.
-func (q *Queue) bury(ctx context.Context, id, item, key string, version int32, attempts int, data []byte, claimOps ...any) error {
-	for range maxDirTries {
-		ops := q.buryOps(id, item, key, version, attempts, data, claimOps...)
-		res, err := znode.Do(ctx, func() ([]zk.MultiResponse, error) { return q.s.Conn().Multi(ops...) })
-		i, err := znode.MultiErr(res, err)
-		switch {
-		case i == len(claimOps) && errors.Is(err, zk.ErrNoNode):
-			if err := znode.EnsureDir(ctx, q.s, q.dead, q.acl); err != nil {
-				return err
-			}
-			continue
-		case i == 0 && errors.Is(err, zk.ErrNoNode):
-			if err := znode.EnsureDir(ctx, q.s, q.claims, q.acl); err != nil {
-				return err
-			}
-			continue
-		case err == nil:
-			q.s.Telemetry().Buried()
-			q.log.Info("fairqueue: item moved to dead letters", "id", id, "attempts", attempts)
-			return nil
-		}
-		return fmt.Errorf("move %s to dead letters: %w", id, err)
-	}
-	return fmt.Errorf("move %s to dead letters: directories keep vanishing", id)
-}
-
 // DeadLetters lists the dead letters, oldest id first. The dead/ directory
 // is one flat directory: it is meant to stay small (one listing must fit in
 // 1 MiB: some tens of thousands of dead letters).

@@ -4,164 +4,1011 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/internal/session"
+	"github.com/zkrecipes/zkrecipes/internal/znode"
+	"github.com/zkrecipes/zkrecipes/zklock"
 )
 
-// maxHandOut bounds the items one hand-out hands out: its multi carries
-// three ops for each item offered (and three or four for each it claims),
-// and a multi of a few hundred small ops costs a few times one of 8 (it is
-// one transaction, logged and sent as one).
-const maxHandOut = 64
-
-// lead hands out items as the head of the line; when there are none, it
-// waits for what could bring one.
-func (w *waiter) lead(ctx context.Context) ([]*Job, wake, error) {
-	for {
-		js, idle, err := w.handOut(ctx, nil, w.idle)
-		if js != nil || err != nil || idle == nil {
-			return js, wake{}, err
-		}
-		if w.idle {
-			wk := w.wait(ctx, idle.watches, idle.next)
-			return nil, wk, wk.err
-		}
-		w.idle = true // look again, leaving watches
-	}
-}
-
-// handOut is one hand-out by the head of the line (or by the consumer second
-// in line, passing over the head, pass). It looks at the queue and, in one
-// multi, claims the oldest free items for us (as many as we want) and hands
-// the next ones to the consumers waiting behind us, in line order, as many
-// as each wants: it writes an offer into each one's node, which its watch
-// sees; it then claims the items itself, with its own session, so that the
-// claims are ephemeral to the consumer doing the work. The multi also
-// proves, by creating and deleting its claim, that no one holds an offered
-// item; passes over the nodes whose offers stood too long (their items go
-// to others); writes the offers standing back to line/, checked against
-// the version read, so that two hand-outs never overlap; and deletes our
-// node, checked to be still waiting: a head passed over hands nothing out.
+// The dispatcher hands the items out: one per queue, elected among the
+// Queues that take (a zklock Election in dispatch/), so it stays, and keeps
+// what it learnt: the tickets waiting, the offers standing, the free items
+// oldest first. It learns what changed from watches, and lists a directory
+// only when its watch fired, taking from a bucket only the names past the
+// last one seen. Each round sends, at once, the multi that hands out what
+// the view allows now and the reads the next round needs: one round trip.
 //
-// With watch set, its look leaves watches (see Queue.look). It returns our
-// Jobs; or the view, when there was nothing to hand out; or neither, when
-// the queue or the line changed under us (the caller looks where it stands
-// again).
-func (w *waiter) handOut(ctx context.Context, pass *standing, watch bool) ([]*Job, *view, error) {
-	q := w.q
-	v, err := q.look(ctx, w, maxHandOut, watch)
-	switch {
-	case err != nil:
-		return nil, nil, q.ended(ctx, err)
-	case len(v.due) > 0:
-		return nil, nil, q.promote(ctx, v.due)
-	case len(v.free) == 0:
-		return nil, v, nil
-	}
-	// Who gets how many: us first, then the waiting consumers behind us.
-	type share struct {
-		name string
-		want int
-	}
-	shares := []share{{w.name, wantOf(w.name)}}
-	n := shares[0].want
-	for _, name := range v.behind {
-		if n >= min(len(v.free), maxHandOut) {
-			break
-		}
-		shares = append(shares, share{name, wantOf(name)})
-		n += shares[len(shares)-1].want
-	}
-	items, later, err := q.readFree(ctx, v.free[:min(len(v.free), n, maxHandOut)])
-	switch {
-	case err != nil:
-		return nil, nil, q.ended(ctx, err)
-	case len(items) == 0 && !later.IsZero():
-		v.next = earliest(v.next, later) // held meanwhile: wait as for nothing to hand out
-		return nil, v, nil
-	case len(items) == 0:
-		return nil, nil, nil // acked or buried meanwhile: look again
-	}
-	w.idle = false
+// A hand-out multi, first checked against the dispatcher's election node
+// (a deposed dispatcher hands out nothing), marks each ticket it serves
+// (setData, version 0: a ticket that left, or was served already, fails
+// the multi), writes the consumers' inboxes, and records the highest id
+// ever handed out in items/'s data. An item handed out before is bumped
+// (setData, version-checked) when offered again, so its version counts its
+// deliveries; a new dispatcher takes every free item at or below the high
+// mark for one that was handed out before.
+//
+// A ticket gone was settled by its consumer (acked, or given back through
+// held/, which the dispatcher watches) when the consumer's inbox is still
+// there; when the inbox is gone too, the consumer is, and its items that
+// are still there come back. The server tells the change of consumers/ (a
+// watch) before the listing of ready/ that shows the tickets gone, so a
+// gone ticket is judged only while no newer listing of consumers/ is due.
 
-	// The multi: our claims first (the first one's token settles an
-	// unknown outcome), then the offers (the last in line first, so that
-	// each consumer's own event comes before the one that tells it the
-	// node ahead of it was served), the passes, the offers standing, and
-	// our node's delete.
-	mine := q.newClaims(items[:min(len(items), shares[0].want)], false)
-	items = items[len(mine):]
-	ops := q.claimOps(mine)
-	size := 0
-	for _, c := range mine {
-		size += len(c.node.Data)
-	}
-	var offers []any
-	now := time.Now()
-	for _, sh := range shares[1:] {
-		its := items[:min(len(items), sh.want)]
-		if len(its) == 0 {
-			break
-		}
-		// An offer counts its hand-out in the item's data version, as a
-		// claim does (so that an item whose offer is left unclaimed comes
-		// back with Attempt above 1), and carries the version it set.
-		offered := make([]item, len(its))
-		for i, it := range its {
-			offered[i] = it
-			offered[i].node.Stat = &zk.Stat{Version: it.node.Stat.Version + 1}
-			size += len(it.node.Data)
-		}
-		data := encodeOffer(offered)
-		if size += len(data); size > zkrecipes.MaxDataSize/2 {
-			break // the rest wait for the next hand-out
-		}
-		items = items[len(its):]
-		var theirs []any
-		for _, it := range its {
-			cp := q.claims + "/" + it.id()
-			theirs = append(theirs, &zk.CreateRequest{Path: cp, Data: []byte{}, Acl: q.acl, Flags: zk.FlagEphemeral},
-				&zk.DeleteRequest{Path: cp, Version: -1},
-				&zk.SetDataRequest{Path: q.itemPath(it.candidate), Data: it.node.Data, Version: it.node.Stat.Version})
-			v.offers = append(v.offers, standing{id: it.id(), node: sh.name, at: now, version: 1})
-		}
-		theirs = append(theirs, &zk.SetDataRequest{Path: q.line + "/" + sh.name, Data: data, Version: 0})
-		offers = append(theirs, offers...)
-	}
-	ops = append(ops, offers...)
-	if pass != nil {
-		v.revoke = append(v.revoke, *pass)
-	}
-	for _, o := range v.revoke {
-		ops = append(ops, &zk.SetDataRequest{Path: q.line + "/" + o.node, Data: passedMark, Version: o.version})
-	}
-	ops = append(ops,
-		&zk.SetDataRequest{Path: q.line, Data: encodeStanding(v.offers), Version: v.version},
-		&zk.DeleteRequest{Path: w.path, Version: 0})
+// maxRound bounds the items one hand-out multi hands out; lowWater is how
+// many free items the dispatcher keeps known, listing more below it; an
+// offer to a Take carries a payload of up to carryMax bytes, read ahead by
+// the dispatcher, and an inbox up to inboxCarry bytes of them.
+const (
+	maxRound   = 128
+	lowWater   = 256
+	carryMax   = 4 << 10
+	inboxCarry = 256 << 10
+)
 
-	js, r, err := q.sendClaims(ctx, ops, mine)
-	switch {
-	case js != nil || err != nil:
-		return js, nil, err
-	case r.i == len(ops)-1 && errors.Is(r.err, zk.ErrNoNode):
-		return nil, nil, fmt.Errorf("%w: %s vanished", errLineLost, w.path)
+var (
+	errNotLeader = errors.New("no longer the queue's dispatcher")
+	errResync    = errors.New("the dispatcher's view is out of date")
+)
+
+// campaign stands for election as the queue's dispatcher and, elected,
+// dispatches until the leadership ends; then stands again, until ctx ends
+// or the session is over.
+func (q *Queue) campaign(ctx context.Context) {
+	el, err := zklock.NewElection(q.pub, q.dispatch, zklock.WithACL(q.acl))
+	if err != nil {
+		q.log.Error("fairqueue: cannot stand as dispatcher", "err", err)
+		return
 	}
-	// Anything else moved under us (another head, a consumer that left, a
-	// claim from TryTake): where do we stand now?
-	return nil, nil, q.claimFailed(ctx, r)
+	for try := 0; ctx.Err() == nil && q.s.Err() == nil; {
+		l, err := el.Campaign(ctx, []byte(q.name))
+		if err != nil {
+			if ctx.Err() == nil && q.s.Err() == nil {
+				q.log.Warn("fairqueue: dispatcher election failed; standing again", "err", err)
+				znode.Pause(ctx, q.s, try)
+				try++
+			}
+			continue
+		}
+		try = 0
+		q.log.Debug("fairqueue: dispatching", "node", l.Path())
+		d := &dispatcher{q: q, l: l}
+		if err := d.run(ctx); err != nil && !errors.Is(err, errNotLeader) && ctx.Err() == nil && q.s.Err() == nil {
+			q.log.Warn("fairqueue: dispatcher stopped; standing again", "err", err)
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_ = l.Resign(rctx) // lost already, or gone with the session: nothing to do
+		cancel()
+	}
 }
 
-func compareIDs(a, b candidate) int {
+// ticket is a ticket in the dispatcher's view.
+type ticket struct {
+	ticketName
+	name    string
+	offered bool
+	item    *item // the item offered; nil for none (a TryTake told so), or given back since
+}
+
+// item is an item in the dispatcher's view: free, offered, held, or of a
+// consumer gone (limbo).
+type item struct {
+	bucket, seq int64
+	name, id    string
+	ticket      *ticket // offered to
+	// again: handed out before; its next offer bumps its version, which
+	// needs its data (read).
+	again, read bool
+	data        []byte
+	version     int32
+	carry       []byte // the payload its offer to a Take carries, while it stands
+	held        string    // its node in held/, until it is offered again
+	until       time.Time // free from then
+	limbo       bool      // its consumer is gone: read it to learn if it is still there
+}
+
+func (it *item) path(q *Queue) string { return q.bucketPath(it.bucket) + "/" + it.name }
+
+// The directories the dispatcher watches.
+const (
+	wReady = iota
+	wConsumers
+	wHeld
+	wDelayed
+	wBuckets
+	wTail // the bucket it lists: the newest one, the one new items come into
+	nWatched
+)
+
+type dispatcher struct {
+	q *Queue
+	l *zklock.Leadership
+
+	tickets  map[string]*ticket
+	ready    []*ticket            // waiting, oldest first
+	standing map[string][]*ticket // offered tickets not yet gone, by consumer
+	live     map[string]bool      // consumers whose inbox exists
+	judge    []*ticket            // offered tickets gone, judged once consumers/ is current
+	items    map[string]*item     // by id
+	free     []*item              // free now, oldest first
+	limbo    []*item
+	heldSeen map[string]bool
+	delayed  []string
+	hwm      string // the highest id ever handed out
+
+	buckets   []int64 // as items/ was last listed, oldest first
+	cur       int64   // the bucket new names are taken from; -1 before the first
+	maxSeen   string  // the highest id listed
+	perBucket map[int64]int
+	drop      []int64 // drained buckets to delete
+	needDead  bool    // make dead/ before the next bury
+	triedDrop string  // maxSeen when the newest bucket was last deleted
+
+	dirty     [nWatched]bool
+	ev        [nWatched]<-chan zk.Event
+	reconnect <-chan struct{}
+}
+
+// run rebuilds the view, then runs rounds until the leadership ends.
+func (d *dispatcher) run(ctx context.Context) error {
+	for {
+		err := d.rebuild(ctx)
+		for err == nil {
+			err = d.round(ctx)
+		}
+		if !errors.Is(err, errResync) {
+			return err
+		}
+	}
+}
+
+// rebuild reads everything the view needs: the high mark, ready/,
+// consumers/, held/ and delayed/ (watching them), then the inboxes of the
+// consumers, which hold the offers standing. The items come with the
+// following rounds, from the oldest bucket on.
+func (d *dispatcher) rebuild(ctx context.Context) error {
+	q := d.q
+	*d = dispatcher{q: q, l: d.l, tickets: map[string]*ticket{}, standing: map[string][]*ticket{},
+		live: map[string]bool{}, items: map[string]*item{}, heldSeen: map[string]bool{},
+		perBucket: map[int64]int{}, cur: -1, reconnect: q.s.NextReconnect()}
+	var r reads
+	var mark znode.Node
+	r.do(func() (err error) {
+		if mark, err = znode.Get(ctx, q.s, q.items); errors.Is(err, zk.ErrNoNode) {
+			err = nil
+		}
+		return err
+	})
+	lists := d.listDirty(ctx, &r, [nWatched]bool{wReady: true, wConsumers: true, wHeld: true, wDelayed: true, wBuckets: true})
+	if err := r.wait(); err != nil {
+		return d.ended(ctx, err)
+	}
+	d.hwm = highMark(mark.Data)
+	d.applyConsumers(lists[wConsumers])
+	inboxes := make(map[string][]byte, len(d.live))
+	var mu sync.Mutex
+	for consumer := range d.live {
+		r.do(func() error {
+			n, err := znode.Get(ctx, q.s, q.consumers+"/"+consumer)
+			if errors.Is(err, zk.ErrNoNode) {
+				return nil // gone since: its tickets go too
+			}
+			mu.Lock()
+			inboxes[consumer] = n.Data
+			mu.Unlock()
+			return err
+		})
+	}
+	if err := r.wait(); err != nil {
+		return d.ended(ctx, err)
+	}
+	d.applyReady(lists[wReady])
+	for consumer, data := range inboxes {
+		for _, o := range parseInbox(data) {
+			t := d.tickets[o.ticket]
+			if t == nil || t.consumer != consumer || t.offered {
+				continue // settled
+			}
+			d.ready = slices.DeleteFunc(d.ready, func(x *ticket) bool { return x == t })
+			t.offered = true
+			d.standing[consumer] = append(d.standing[consumer], t)
+			if o.name != "" {
+				it := d.item(o.bucket, o.name)
+				it.version, it.ticket, t.item = o.version, t, it
+			}
+		}
+	}
+	d.applyHeld(lists[wHeld])
+	d.applyDelayed(lists[wDelayed])
+	d.applyBuckets(lists[wBuckets])
+	d.dirty[wTail] = true
+	return nil
+}
+
+// round hands out what it can and reads what the next round needs, at
+// once; or, with nothing to do, waits for a change.
+func (d *dispatcher) round(ctx context.Context) error {
+	d.poll()
+	if d.needDead {
+		if err := znode.EnsureDir(ctx, d.q.s, d.q.dead, d.q.acl); err != nil {
+			return d.ended(ctx, err)
+		}
+		d.needDead = false
+	}
+	h := d.plan()
+	var r reads
+	lists := d.listDirty(ctx, &r, d.dirty)
+	reread := d.toRead(h.took)
+	for _, it := range reread {
+		r.do(func() error {
+			n, err := znode.Get(ctx, d.q.s, it.path(d.q))
+			switch {
+			case errors.Is(err, zk.ErrNoNode):
+				it.data, it.read = nil, false // gone: settled below
+			case err == nil:
+				it.data, it.version, it.read = n.Data, n.Stat.Version, true
+			}
+			return ignoreNoNode(err)
+		})
+	}
+	d.sideTasks(ctx, &r)
+	if len(h.ops) == 0 && r.empty() {
+		return d.wait(ctx)
+	}
+	var res []zk.MultiResponse
+	var merr error
+	if len(h.ops) > 0 {
+		r.wg.Go(func() { res, merr = d.q.s.Conn().Multi(h.ops...) })
+	}
+	if err := r.wait(); err != nil {
+		return d.ended(ctx, err)
+	}
+	if len(h.ops) > 0 {
+		if err := d.settle(h, res, merr); err != nil {
+			return err
+		}
+	}
+	d.applyReady(lists[wReady])
+	d.applyConsumers(lists[wConsumers])
+	d.applyHeld(lists[wHeld])
+	d.applyDelayed(lists[wDelayed])
+	d.applyBuckets(lists[wBuckets])
+	d.applyTail(lists[wTail])
+	for _, it := range reread {
+		d.applyRead(it)
+	}
+	d.poll()
+	if n := d.newest(); n >= 0 && len(d.ready) == 0 && d.perBucket[n] == 0 && d.maxSeen != d.triedDrop {
+		// The newest bucket goes too, once drained while no one waits (a
+		// producer that puts into it then makes the next one); while
+		// consumers wait, producers would keep making it again.
+		d.drop, d.triedDrop = append(d.drop, n), d.maxSeen
+	}
+	if !d.dirty[wConsumers] {
+		for _, t := range d.judge {
+			d.gone(t)
+		}
+		d.judge = nil
+	}
+	return nil
+}
+
+// listDirty lists, with r, the directories marked in which, leaving a
+// watch on each; the listings land in the returned slots once r is waited.
+// The current bucket is listed only when more items are wanted.
+func (d *dispatcher) listDirty(ctx context.Context, r *reads, which [nWatched]bool) *[nWatched][]string {
+	q := d.q
+	var out [nWatched][]string
+	dirs := [nWatched]string{q.ready, q.consumers, q.held, q.delayed, q.items, ""}
 	switch {
-	case a.bucket != b.bucket:
-		return int(a.bucket - b.bucket)
-	case a.seq < b.seq:
+	case which[wTail] && d.cur < 0:
+		d.dirty[wTail] = false // no bucket yet: items/'s watch tells of the first
+	case which[wTail] && len(d.free) < lowWater:
+		dirs[wTail] = q.bucketPath(d.cur)
+	}
+	for w, dir := range dirs {
+		if !which[w] || dir == "" {
+			continue
+		}
+		d.dirty[w] = false
+		watch := w != wTail || d.cur == d.newest()
+		r.do(func() error {
+			names, ev, err := listW(ctx, q, dir, watch)
+			out[w] = names
+			if ev != nil {
+				d.ev[w] = ev
+			}
+			return err
+		})
+	}
+	return &out
+}
+
+func (d *dispatcher) newest() int64 {
+	if len(d.buckets) == 0 {
 		return -1
-	case a.seq > b.seq:
+	}
+	return d.buckets[len(d.buckets)-1]
+}
+
+// poll takes in, without waiting, the watches that fired and the held
+// items whose time has come.
+func (d *dispatcher) poll() {
+	select {
+	case <-d.reconnect:
+		d.reconnect = d.q.s.NextReconnect()
+		d.dirty = [nWatched]bool{true, true, true, true, true, true}
+	default:
+	}
+	for w := range d.ev {
+		select {
+		case <-d.ev[w]:
+			d.ev[w], d.dirty[w] = nil, true
+		default:
+		}
+	}
+	now := time.Now()
+	for _, it := range d.items {
+		if it.held != "" && it.ticket == nil && !it.limbo && !it.until.IsZero() && !it.until.After(now) {
+			it.until = time.Time{}
+			d.setFree(it)
+		}
+	}
+}
+
+// wait waits for a watch, the next held item or delayed item coming due,
+// a reconnect (every listing is then made again: a watch re-set may have
+// missed a change), or the end of the leadership.
+func (d *dispatcher) wait(ctx context.Context) error {
+	var due time.Time
+	for _, it := range d.items {
+		if !it.until.IsZero() && (due.IsZero() || it.until.Before(due)) {
+			due = it.until
+		}
+	}
+	for _, name := range d.delayed {
+		if at, _, ok := parseDelayed(name); ok && (due.IsZero() || at.Before(due)) {
+			due = at
+		}
+	}
+	var timer <-chan time.Time
+	if !due.IsZero() {
+		t := time.NewTimer(time.Until(due) + time.Millisecond)
+		defer t.Stop()
+		timer = t.C
+	}
+	cases := []reflect.SelectCase{
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer)},
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(d.reconnect)},
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(d.l.Done())},
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(d.q.s.Done())},
+	}
+	for _, ev := range d.ev {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ev)})
+	}
+	i, v, _ := reflect.Select(cases)
+	switch i {
+	case 0:
+	case 1:
+		d.reconnect = d.q.s.NextReconnect()
+		d.dirty = [nWatched]bool{true, true, true, true, true, true}
+	case 2:
+		return errNotLeader
+	case 3:
+		return context.Cause(ctx)
+	case 4:
+		return d.q.s.Err()
+	default:
+		w := i - 5
+		d.ev[w], d.dirty[w] = nil, true
+		if znode.Dropped(v.Interface().(zk.Event)) {
+			<-d.q.s.Done()
+			return d.q.s.Err()
+		}
+	}
+	return nil
+}
+
+// handOut is one round's multi and what it stands for.
+type handOut struct {
+	ops  []any
+	what []opOf // what each op is, to read a failure by
+	pair []pair // the tickets served, with the item each gets (nil: none)
+	bury []*item
+	touched []string
+	hwm  string
+	took int // the free items it takes, from the start of free
+}
+
+type pair struct {
+	t  *ticket
+	it *item
+}
+
+type opOf struct {
+	t   *ticket
+	it  *item
+	consumer string
+}
+
+// plan hands the oldest free items to the longest-waiting tickets, one
+// each, in one multi; a TryTake's ticket with no item for it, while the
+// view of the items is current, is told nothing is pending. It stops at an
+// item that came back and is not read yet (its offer bumps its version),
+// and moves to the dead letters an item that would be delivered more than
+// WithMaxAttempts times.
+func (d *dispatcher) plan() handOut {
+	q := d.q
+	var h handOut
+	current := d.current()
+	i := 0
+	for _, t := range d.ready {
+		if len(h.pair) == maxRound {
+			break
+		}
+		if !d.live[t.consumer] {
+			continue // its inbox is not listed yet, or gone
+		}
+		var got *item
+		for got == nil && i < len(d.free) {
+			it := d.free[i]
+			if it.again && !it.read {
+				break
+			}
+			i++
+			if it.again && q.maxAttempts > 0 && int(it.version)+2 > q.maxAttempts {
+				h.bury = append(h.bury, it)
+				continue
+			}
+			got = it
+		}
+		if got == nil {
+			if i < len(d.free) {
+				break // the next item must be read first
+			}
+			if !t.try() || !current {
+				continue // only a TryTake is served with nothing
+			}
+		}
+		h.pair = append(h.pair, pair{t, got})
+	}
+	h.took = i
+	if len(h.pair) == 0 && len(h.bury) == 0 {
+		return h
+	}
+	add := func(op any, of opOf) {
+		h.ops, h.what = append(h.ops, op), append(h.what, of)
+	}
+	add(d.l.Guard(), opOf{})
+	news := map[string][]*ticket{}
+	h.hwm = d.hwm
+	for _, p := range h.pair {
+		add(&zk.SetDataRequest{Path: q.ready + "/" + p.t.name, Data: []byte{}, Version: 0}, opOf{t: p.t})
+		if news[p.t.consumer] == nil {
+			h.touched = append(h.touched, p.t.consumer)
+		}
+		news[p.t.consumer] = append(news[p.t.consumer], &ticket{ticketName: p.t.ticketName, name: p.t.name, item: p.it})
+		if p.it == nil {
+			continue
+		}
+		h.hwm = max(h.hwm, p.it.id)
+		if p.it.again {
+			add(&zk.SetDataRequest{Path: p.it.path(q), Data: p.it.data, Version: p.it.version}, opOf{it: p.it})
+		}
+		if p.it.held != "" {
+			add(&zk.DeleteRequest{Path: q.held + "/" + p.it.held, Version: -1}, opOf{it: p.it})
+		}
+	}
+	for _, it := range h.bury {
+		_, key, _ := parseItem(it.name)
+		var extra []any
+		if it.held != "" {
+			extra = append(extra, &zk.DeleteRequest{Path: q.held + "/" + it.held, Version: -1})
+		}
+		for _, op := range q.buryOps(it.id, it.path(q), key, it.version, int(it.version)+1, it.data, extra...) {
+			add(op, opOf{it: it})
+		}
+	}
+	for _, consumer := range h.touched {
+		var os []offer
+		carried := 0
+		for _, t := range append(slices.Clone(d.standing[consumer]), news[consumer]...) {
+			if t.item == nil && !t.try() && slices.Contains(d.standing[consumer], t) {
+				continue // given back
+			}
+			o := offer{ticket: t.name}
+			if it := t.item; it != nil {
+				o.bucket, o.name, o.version = it.bucket, it.name, it.version
+				if it.again {
+					o.version++ // as this multi bumps it
+				}
+				data := it.carry
+				if data == nil && it.read && t.kind == kindTake {
+					data = it.data
+				}
+				if data != nil && len(data) <= carryMax && carried+len(data) <= inboxCarry {
+					o.data, o.carried = data, true
+					carried += len(data)
+				}
+			}
+			os = append(os, o)
+		}
+		add(&zk.SetDataRequest{Path: q.consumers + "/" + consumer, Data: encodeInbox(os), Version: -1}, opOf{consumer: consumer})
+	}
+	if h.hwm != d.hwm {
+		add(&zk.SetDataRequest{Path: q.items, Data: []byte(h.hwm), Version: -1}, opOf{})
+	}
+	return h
+}
+
+// current says whether the view of the items is current: nothing put
+// since it was listed, nothing of a consumer gone or come back unknown,
+// no delayed item due. Only then is a TryTake told nothing is pending.
+func (d *dispatcher) current() bool {
+	if d.dirty[wBuckets] || d.dirty[wTail] || d.dirty[wHeld] || d.dirty[wDelayed] || d.cur != d.newest() ||
+		len(d.limbo) > 0 || len(d.judge) > 0 || len(d.dueDelayed()) > 0 {
+		return false
+	}
+	return true
+}
+
+// settle takes in the outcome of a round's multi. A refusal changes
+// nothing but the view of what refused it; a multi whose connection
+// dropped may have landed, so the view is read again.
+func (d *dispatcher) settle(h handOut, res []zk.MultiResponse, err error) error {
+	i, err := znode.MultiErr(res, err)
+	switch {
+	case err == nil:
+	case i < 0 && session.IsConnErr(err):
+		return errResync
+	case i < 0:
+		return err
+	case i == 0:
+		return errNotLeader
+	default:
+		return d.refused(h.what[i], err)
+	}
+	for _, p := range h.pair {
+		t := p.t
+		d.ready = slices.DeleteFunc(d.ready, func(x *ticket) bool { return x == t })
+		t.offered, t.item = true, p.it
+		d.standing[t.consumer] = append(d.standing[t.consumer], t)
+		if it := p.it; it != nil {
+			it.ticket = t
+			if it.again {
+				it.version++
+				d.q.s.Telemetry().Redelivered()
+			}
+			if t.kind == kindTake && it.read && len(it.data) <= carryMax {
+				it.carry = it.data
+			}
+			it.again, it.read, it.data, it.held = false, false, nil, ""
+		}
+	}
+	d.free = d.free[h.took:]
+	for _, it := range h.bury {
+		d.forget(it)
+		d.q.s.Telemetry().Buried()
+		d.q.log.Info("fairqueue: item moved to dead letters", "id", it.id, "attempts", it.version+1)
+	}
+	d.hwm = h.hwm
+	return nil
+}
+
+// refused takes in the op that made a multi fail: what it names changed.
+func (d *dispatcher) refused(of opOf, err error) error {
+	switch {
+	case of.consumer != "":
+		d.live[of.consumer] = false // its inbox is gone: its consumer is
+		d.dirty[wConsumers] = true
+	case of.t != nil && errors.Is(err, zk.ErrNoNode):
+		t := of.t
+		d.ready = slices.DeleteFunc(d.ready, func(x *ticket) bool { return x == t })
+		delete(d.tickets, t.name)
+	case of.t != nil:
+		return fmt.Errorf("%w: ticket %s served already", errResync, of.t.name)
+	case of.it != nil && errors.Is(err, zk.ErrNoNode) && of.it.held != "":
+		of.it.held, d.dirty[wHeld] = "", true
+	case of.it != nil && errors.Is(err, zk.ErrNodeExists):
+		d.forget(of.it) // buried already
+	case of.it != nil:
+		of.it.read = false // changed under us, or dead/ is missing: read it again
+		if errors.Is(err, zk.ErrNoNode) {
+			d.needDead = true
+		}
+	default:
+		return fmt.Errorf("%w: hand-out refused: %w", errResync, err)
+	}
+	return nil
+}
+
+// gone judges an offered ticket that is gone, now that consumers/ is
+// current: its consumer settled it (acked, or gave its item back through
+// held/), or, gone too, left its item to come back.
+func (d *dispatcher) gone(t *ticket) {
+	d.standing[t.consumer] = slices.DeleteFunc(d.standing[t.consumer], func(x *ticket) bool { return x == t })
+	if len(d.standing[t.consumer]) == 0 {
+		delete(d.standing, t.consumer)
+	}
+	it := t.item
+	if it == nil || it.ticket != t {
+		return
+	}
+	it.ticket, it.carry = nil, nil
+	if d.live[t.consumer] {
+		d.forget(it)
+		return
+	}
+	it.limbo, it.again = true, true
+	d.limbo = append(d.limbo, it)
+	d.dirty[wHeld] = true // listed after this, held/ shows the item if its consumer gave it back
+}
+
+// toRead returns the items whose data the next plan needs: those that came
+// back, near the head of free; those of consumers gone; and, while Takes
+// wait, the next ones, whose offers then carry their payloads.
+func (d *dispatcher) toRead(took int) []*item {
+	out := d.limbo
+	d.limbo = nil
+	ahead := 0
+	for _, t := range d.tickets {
+		if t.kind == kindTake {
+			ahead += 2
+		}
+	}
+	for i, it := range d.free[took:min(len(d.free), took+maxRound)] {
+		if !it.read && (it.again || i < ahead) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// applyRead takes in the read of an item: a consumer gone left it, and it
+// is free again unless held/ showed it given back; one gone was settled.
+func (d *dispatcher) applyRead(it *item) {
+	switch {
+	case !it.read:
+		d.forget(it)
+	case it.limbo && it.held == "":
+		it.limbo = false
+		d.setFree(it)
+	default:
+		it.limbo = false
+	}
+}
+
+// applyReady takes in a listing of ready/: new tickets wait, oldest first;
+// a waiting one gone left; an offered one gone is judged (see gone).
+func (d *dispatcher) applyReady(names []string) {
+	if names == nil {
+		return
+	}
+	present := make(map[string]bool, len(names))
+	var fresh []*ticket
+	for _, name := range names {
+		tn, ok := parseTicket(name)
+		if !ok {
+			continue
+		}
+		present[name] = true
+		if d.tickets[name] == nil {
+			t := &ticket{ticketName: tn, name: name}
+			d.tickets[name] = t
+			fresh = append(fresh, t)
+		}
+	}
+	for name, t := range d.tickets {
+		if present[name] {
+			continue
+		}
+		delete(d.tickets, name)
+		if t.offered {
+			d.judge = append(d.judge, t)
+		} else {
+			d.ready = slices.DeleteFunc(d.ready, func(x *ticket) bool { return x == t })
+		}
+	}
+	slices.SortFunc(fresh, func(a, b *ticket) int { return int(a.seq - b.seq) })
+	d.ready = append(d.ready, fresh...)
+}
+
+func (d *dispatcher) applyConsumers(names []string) {
+	if names == nil {
+		return
+	}
+	d.live = make(map[string]bool, len(names))
+	for _, n := range names {
+		d.live[n] = true
+	}
+}
+
+// applyHeld takes in a listing of held/: an item given back is held until
+// its time, then free; its next offer bumps it.
+func (d *dispatcher) applyHeld(names []string) {
+	if names == nil {
+		return
+	}
+	present := make(map[string]bool, len(names))
+	for _, name := range names {
+		present[name] = true
+		until, b, iname, ok := parseHeld(name)
+		if !ok || d.heldSeen[name] {
+			continue
+		}
+		d.heldSeen[name] = true
+		it := d.item(b, iname)
+		if t := it.ticket; t != nil {
+			t.item, it.ticket, it.carry = nil, nil, nil // given back by its consumer
+		}
+		d.free = slices.DeleteFunc(d.free, func(x *item) bool { return x == it })
+		it.again, it.held, it.until, it.limbo = true, name, until, false
+		if !until.After(time.Now()) {
+			it.until = time.Time{}
+			d.setFree(it)
+		}
+	}
+	for name := range d.heldSeen {
+		if !present[name] {
+			delete(d.heldSeen, name) // offered again (by us), or buried
+		}
+	}
+}
+
+func (d *dispatcher) applyDelayed(names []string) {
+	if names != nil {
+		d.delayed = names
+	}
+}
+
+func (d *dispatcher) dueDelayed() []string {
+	var due []string
+	for _, name := range d.delayed {
+		if at, _, ok := parseDelayed(name); ok && !at.After(time.Now()) {
+			due = append(due, name)
+		}
+	}
+	return due
+}
+
+// applyBuckets takes in a listing of items/: the buckets, oldest first.
+func (d *dispatcher) applyBuckets(names []string) {
+	if names == nil {
+		return
+	}
+	d.buckets = d.buckets[:0]
+	for _, name := range names {
+		if n, ok := parseBucket(name); ok {
+			d.buckets = append(d.buckets, n)
+		}
+	}
+	slices.Sort(d.buckets)
+	switch {
+	case len(d.buckets) == 0:
+		d.cur = -1 // drained, and its last bucket deleted
+	case d.cur < 0 && len(d.buckets) > 0:
+		d.cur, d.dirty[wTail] = d.buckets[0], true
+	case d.cur != d.newest():
+		d.dirty[wTail] = true // list it once more, then go on
+	}
+}
+
+// applyTail takes in the listing of the current bucket: its names past the
+// last one seen are free, handed out before if at or below the high mark.
+// A bucket that is not the newest is then done: the next one is listed,
+// and it is deleted once its items are settled.
+func (d *dispatcher) applyTail(names []string) {
+	if names == nil {
+		return
+	}
+	var fresh []*item
+	for _, name := range names {
+		seq, _, ok := parseItem(name)
+		if id := itemID(d.cur, seq); ok && id > d.maxSeen && d.items[id] == nil {
+			fresh = append(fresh, d.item(d.cur, name))
+		}
+	}
+	slices.SortFunc(fresh, func(a, b *item) int { return int(a.seq - b.seq) })
+	for _, it := range fresh {
+		d.maxSeen = it.id
+		it.again = it.id <= d.hwm
+		d.free = append(d.free, it)
+	}
+	if d.cur != d.newest() {
+		// Nothing more comes into a bucket once a newer one exists.
+		if i, _ := slices.BinarySearch(d.buckets, d.cur+1); i < len(d.buckets) {
+			old := d.cur
+			d.cur, d.dirty[wTail] = d.buckets[i], true
+			d.maxSeen = max(d.maxSeen, itemID(old, 1<<31-1))
+			if d.perBucket[old] == 0 {
+				d.drop = append(d.drop, old)
+			}
+		}
+	}
+}
+
+// item returns the item of bucket b named name in the view, adding it.
+func (d *dispatcher) item(b int64, name string) *item {
+	seq, _, _ := parseItem(name)
+	id := itemID(b, seq)
+	if it := d.items[id]; it != nil {
+		return it
+	}
+	it := &item{bucket: b, seq: seq, name: name, id: id}
+	d.items[id] = it
+	d.perBucket[b]++
+	return it
+}
+
+// forget takes an item settled for good out of the view; its bucket, once
+// drained, is deleted.
+func (d *dispatcher) forget(it *item) {
+	if d.items[it.id] != it {
+		return
+	}
+	delete(d.items, it.id)
+	d.free = slices.DeleteFunc(d.free, func(x *item) bool { return x == it })
+	if d.perBucket[it.bucket]--; d.perBucket[it.bucket] <= 0 {
+		delete(d.perBucket, it.bucket)
+		if it.bucket < d.cur {
+			d.drop = append(d.drop, it.bucket)
+		}
+	}
+}
+
+// setFree puts it among the free items, at its place by id.
+func (d *dispatcher) setFree(it *item) {
+	if slices.Contains(d.free, it) {
+		return
+	}
+	i, _ := slices.BinarySearchFunc(d.free, it.id, func(x *item, id string) int {
+		return cmpString(x.id, id)
+	})
+	d.free = slices.Insert(d.free, i, it)
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
 		return 1
 	}
 	return 0
+}
+
+// sideTasks adds to the round what it does besides handing out: moving
+// the delayed items that came due to the end of the queue, and deleting
+// drained buckets (one that is not empty after all stays).
+func (d *dispatcher) sideTasks(ctx context.Context, r *reads) {
+	q := d.q
+	if due := d.dueDelayed(); len(due) > 0 {
+		d.delayed = slices.DeleteFunc(d.delayed, func(n string) bool { return slices.Contains(due, n) })
+		r.do(func() error {
+			if err := q.promote(ctx, due); err != nil {
+				q.log.Warn("fairqueue: could not move delayed items into the queue; trying again", "err", err)
+				d.dirty[wDelayed] = true
+			}
+			return nil
+		})
+	}
+	for _, b := range d.drop {
+		r.do(func() error {
+			err := q.s.Conn().Delete(q.bucketPath(b), -1)
+			if err != nil && !errors.Is(err, zk.ErrNotEmpty) && !errors.Is(err, zk.ErrNoNode) && !session.IsConnErr(err) {
+				q.log.Debug("fairqueue: could not delete drained bucket", "bucket", b, "err", err)
+			}
+			return nil
+		})
+	}
+	d.drop = nil
+}
+
+// ended names why a read stopped: the end of the leadership, ctx or the
+// session (each ends the dispatcher), or anything else (read again).
+func (d *dispatcher) ended(ctx context.Context, err error) error {
+	switch {
+	case d.l.Err() != nil:
+		return errNotLeader
+	case ctx.Err() != nil:
+		return context.Cause(ctx)
+	case d.q.s.Err() != nil:
+		return d.q.s.Err()
+	}
+	d.q.log.Debug("fairqueue: dispatcher read failed; reading the queue again", "err", err)
+	return fmt.Errorf("%w: %w", errResync, err)
+}
+
+func ignoreNoNode(err error) error {
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	return err
+}
+
+// reads are requests sent at once, from goroutines: the client pipelines
+// them, so they cost one round trip.
+type reads struct {
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	n    int
+	errs []error
+}
+
+func (r *reads) do(f func() error) {
+	r.n++
+	r.wg.Go(func() {
+		if err := f(); err != nil {
+			r.mu.Lock()
+			r.errs = append(r.errs, err)
+			r.mu.Unlock()
+		}
+	})
+}
+
+func (r *reads) empty() bool { return r.n == 0 }
+
+func (r *reads) wait() error {
+	r.wg.Wait()
+	return errors.Join(r.errs...)
+}
+
+// listW lists dir, with a child watch when watch is set; a missing dir
+// lists empty, with a creation watch.
+func listW(ctx context.Context, q *Queue, dir string, watch bool) ([]string, <-chan zk.Event, error) {
+	type listing struct {
+		names []string
+		ev    <-chan zk.Event
+	}
+	for {
+		l, err := znode.Retry(ctx, q.s, func() (listing, error) {
+			if !watch {
+				names, _, err := q.s.Conn().Children(dir)
+				return listing{names: names}, err
+			}
+			names, _, ev, err := q.s.Conn().ChildrenW(dir)
+			return listing{names, ev}, err
+		})
+		if err == nil {
+			if l.names == nil {
+				l.names = []string{}
+			}
+			return l.names, l.ev, nil
+		}
+		if !errors.Is(err, zk.ErrNoNode) {
+			return nil, nil, fmt.Errorf("list %s: %w", dir, err)
+		}
+		if !watch {
+			return []string{}, nil, nil
+		}
+		l, err = znode.Retry(ctx, q.s, func() (listing, error) {
+			found, _, ev, err := q.s.Conn().ExistsW(dir)
+			if found {
+				return listing{}, zk.ErrNodeExists // made meanwhile: list it
+			}
+			return listing{ev: ev}, err
+		})
+		if errors.Is(err, zk.ErrNodeExists) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("watch %s: %w", dir, err)
+		}
+		return []string{}, l.ev, nil
+	}
+}
+
+// highMark is the highest id a queue's dispatchers handed out, from
+// items/'s data.
+func highMark(data []byte) string {
+	if _, _, err := parseID(string(data)); err != nil {
+		return ""
+	}
+	return string(data)
 }

@@ -23,6 +23,9 @@ var (
 	// dead-letter area.
 	ErrNoDeadLetter = errors.New("no such dead letter")
 
+	// ErrClosed: the Queue was closed (Close): it takes no more.
+	ErrClosed = errors.New("queue closed")
+
 	// ErrSettled: Ack after Nack (or NackAfter), Nack after Ack: the job was
 	// settled, or is being settled, the other way. (Ack after Ack, and Nack
 	// after Nack, return nil.)
@@ -30,11 +33,8 @@ var (
 )
 
 var (
-	// errLineLost: our place in the consumers' line is gone (deleted by
-	// another client, or our session ended).
-	errLineLost = errors.New("place in the consumers' line lost")
-	// errMixed: the line's directory holds other recipes' nodes.
-	errMixed = errors.New("the consumers' line holds other recipes' nodes")
+	// errInboxLost: the session's inbox is gone (our session ended).
+	errInboxLost = errors.New("the consumer's inbox is gone")
 	// errDone: a Job's owner says so once Ack or Nack is applied.
 	errDone = errors.New("job settled")
 )

@@ -32,9 +32,7 @@ const liveWait = 20 * time.Second
 
 func fq(t *testing.T, s *zkrecipes.Session, p string, opts ...fairqueue.Option) *fairqueue.Queue {
 	t.Helper()
-	q, err := fairqueue.New(s, p, opts...)
-	require.NoError(t, err)
-	return q
+	return newQueue(t, s, p, opts...)
 }
 
 // names lists dir through s (synced first); a missing dir is empty. It
@@ -482,59 +480,4 @@ func TestFinding10LineJoinsKeepMutexTokens(t *testing.T) {
 		require.NoError(t, l.Unlock(ctx))
 	}
 	require.Empty(t, names(t, s, lp))
-}
-
-// Review finding (two Takes, one delivery): two Takes of one Queue share a
-// session. Take 1's claim is lost on its way; while it reconnects, Take 2
-// claims the item. Take 1 then looks for its claim: the claim is there and
-// its session owns it, but it is Take 2's. Taking it for its own handed the
-// same delivery to both, and the second Ack said ErrClaimLost, promising a
-// redelivery that never came. A claim names the Take that made it.
-func TestTwoTakesOfOneSessionNeverShareADelivery(t *testing.T) {
-	srv := setup(t)
-	d := &zktest.Dropper{}
-	s := d.Connect(t, srv.Addrs())
-	other := connect(t, srv.Addrs())
-	p := queuePath(t, srv.Addrs())
-	ctx := bg(t, 60*time.Second)
-	q := fq(t, s, p)
-	e := queueEnv{d: d, s: s, other: other, p: p}
-	warm(t, ctx, e) // claims/ exists: a claim is one multi
-	id, err := fq(t, other, p).Put(ctx, []byte("x"))
-	require.NoError(t, err)
-
-	claim := zktest.Match{Op: zktest.OpMulti, Path: p + "/claims/" + id}
-	// Take 1's claim never reaches the server; its look for the claim
-	// (whichever read it sends) waits until Take 2 has sent its claim.
-	d.Arm(claim, zktest.BeforeWrite)
-	d.Hold(zktest.Match{Op: zktest.OpExists, Path: p + "/claims/" + id}, claim)
-	d.Hold(zktest.Match{Op: zktest.OpGetData, Path: p + "/claims/" + id}, claim)
-	type taken struct {
-		j   *fairqueue.Job
-		err error
-	}
-	takes := make(chan taken, 2)
-	take := func(ctx context.Context) {
-		j, err := q.Take(ctx)
-		takes <- taken{j, err}
-	}
-	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	go take(tctx)
-	require.True(t, fired(d, 1, 10*time.Second), "Take 1's claim was not cut")
-	go take(tctx)
-
-	first := <-takes
-	require.NoError(t, first.err, "one Take gets the item")
-	require.Equal(t, id, first.j.ID())
-	second := <-takes
-	if second.err == nil {
-		t.Fatalf("both Takes got delivery %s (attempts %d and %d)", id, first.j.Attempt(), second.j.Attempt())
-	}
-	require.True(t, isCtxErr(second.err), "the other Take waits for another item: %v", second.err)
-	d.Disarm()
-	require.NoError(t, first.j.Ack(ctx))
-	requireClean(t, e, "after the Ack")
-	_, err = fq(t, other, p).TryTake(ctx)
-	require.ErrorIs(t, err, fairqueue.ErrEmpty)
 }

@@ -4,55 +4,68 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
+	"path"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/internal/owner"
-	"github.com/zkrecipes/zkrecipes/internal/session"
 	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
-// Job is one delivery of an item, claimed by this consumer until Ack, Nack
-// or the loss of the claim.
+// Job is one delivery of an item, offered to this consumer and held until
+// Ack, Nack or the loss of the delivery.
 //
-// The claim is an ephemeral node: it lasts as long as the consumer's
-// session. If the session ends before Ack, the item is delivered again to
-// another consumer; Done tells this consumer so, as early as the Session
-// knows (before the ensemble expires the session, when the Session gives
-// itself up first). A disconnect the session survives is not a loss. No
-// claim can stop a consumer that pauses past that point: jobs must be safe
-// to run twice.
+// The delivery is the consumer's ticket, an ephemeral node, with the offer
+// in the session's inbox: it lasts as long as the consumer's session. If
+// the session ends before Ack, the item is delivered again to another
+// consumer; Done tells this consumer so, as early as the Session knows
+// (before the ensemble expires the session, when the Session gives itself
+// up first). A disconnect the session survives is not a loss. Nothing can
+// stop a consumer that pauses past that point from acting: fence what the
+// job writes with Token, or for ZooKeeper itself with Guard, so that a
+// resource refuses a delivery once the next one began.
 //
-// One goroutine owns the claim's state (the same owner as a zklock
+// One goroutine owns the delivery's state (the same owner as a zklock
 // Lease's); the methods are messages to it, and are safe for concurrent use.
 type Job struct {
 	q       *Queue
 	o       *owner.Owner
 	id      string
 	item    string // the item's path
-	claim   string // the claim's path
+	ticket  string // the ticket's path
 	key     string // the producer's key (WithKey), or ""
+	bucket  int64
+	name    string
 	data    []byte
-	version int32 // the item's data version after our claim: its delivery count
+	version int32 // the item's data version: its deliveries before this one
+	token   int64
 }
 
-func newJob(q *Queue, id, item, claim, key string, data []byte, version int32) *Job {
-	// The owner sets its watch on the claim itself, off Take's path, so it
-	// costs Take no round trip; and only a moment later, so that a job
-	// settled at once costs no read and its Ack does not wait behind one.
-	o := owner.Start(owner.Config{Session: q.s, Path: claim, Lost: ErrClaimLost, Released: errDone, Settled: ErrSettled,
+// ticketServed is a ticket's data version once the dispatcher served it.
+const ticketServed = 1
+
+func newJob(q *Queue, d delivery, data []byte) *Job {
+	// The owner watches the ticket itself, off Take's path, so it costs Take
+	// no round trip; and only a moment later, so that a job settled at once
+	// costs no read and its Ack does not wait behind one.
+	ticket := q.ready + "/" + d.ticket
+	o := owner.Start(owner.Config{Session: q.s, Path: ticket, Version: ticketServed,
+		Lost: ErrClaimLost, Released: errDone, Settled: ErrSettled,
 		FirstLook: claimFirstLook, Hold: q.s.Telemetry().StartJob()})
-	return &Job{q: q, o: o, id: id, item: item, claim: claim, key: key, data: data, version: version}
+	_, key, _ := parseItem(d.name)
+	j := &Job{q: q, o: o, id: d.id(), item: q.bucketPath(d.bucket) + "/" + d.name, ticket: ticket, key: key,
+		bucket: d.bucket, name: d.name, data: data, version: d.version, token: d.token}
+	q.holding(j)
+	return j
 }
 
-// claimFirstLook is how long after a claim its owner first watches it
-// (owner.Config.FirstLook): the loss of the session is seen at once all the
-// same; only a stranger's delete of the claim is seen this much later.
+// claimFirstLook is how long after a delivery its owner first watches the
+// ticket (owner.Config.FirstLook): the loss of the session is seen at once
+// all the same; only a stranger's delete of the ticket is seen this much
+// later.
 const claimFirstLook = 100 * time.Millisecond
 
 // ID is the item's id, "<bucket>-<sequence>". Ids sort in queue order and
@@ -63,18 +76,33 @@ func (j *Job) ID() string { return j.id }
 func (j *Job) Data() []byte { return j.data }
 
 // Attempt is how many times the item was handed out, this time included:
-// 1 on its first delivery. An item that came back (a Nack, a lost claim, an
-// ended hold, an offer another consumer left unclaimed) has Attempt above
-// 1: only such an item is ever handed to a consumer after a higher id.
-func (j *Job) Attempt() int { return int(j.version) }
+// 1 on its first delivery. An item that came back (a Nack, a NackAfter, a
+// consumer gone, an offer given back by a Take that ended) has Attempt
+// above 1: only such an item is ever handed to a consumer after a higher
+// id.
+func (j *Job) Attempt() int { return int(j.version) + 1 }
 
-// Done is closed if the claim is lost (the session ended, or another client
-// deleted the claim): the item will be delivered again. It is not closed by
-// Ack or Nack.
+// Token is the delivery's fencing token: it grows with every delivery of
+// the item (it is a ZooKeeper zxid, of a write made after the previous
+// delivery ended). A resource that remembers the highest token it has seen
+// for the item and refuses lower ones refuses a consumer that lost the job.
+func (j *Job) Token() int64 { return j.token }
+
+// Guard returns a check to put first in conn.Multi(...): the multi commits
+// only while this delivery holds (its ticket exists, served: not yet
+// settled, and not lost with its session). It fences the job's writes to
+// ZooKeeper itself; for other resources use Token.
+func (j *Job) Guard() *zk.CheckVersionRequest {
+	return &zk.CheckVersionRequest{Path: j.ticket, Version: ticketServed}
+}
+
+// Done is closed if the delivery is lost (the session ended, or another
+// client deleted its ticket): the item will be delivered again. It is not
+// closed by Ack or Nack.
 func (j *Job) Done() <-chan struct{} { return j.o.Lost() }
 
-// Ack removes the item for good, with its claim (and its key), in one
-// multi. It returns an error wrapping ErrClaimLost if the claim was lost
+// Ack removes the item for good, with its ticket (and its key), in one
+// multi. It returns an error wrapping ErrClaimLost if the delivery was lost
 // before the ack was sent (the item is then delivered again). Once called,
 // the ack is sent, even if ctx had ended before the call, and goes on until
 // it is applied or the session is over: ctx bounds only the wait. If ctx
@@ -86,70 +114,63 @@ func (j *Job) Done() <-chan struct{} { return j.o.Lost() }
 //
 // Concurrent Acks of one Queue share multis (see Put), each failing alone.
 func (j *Job) Ack(ctx context.Context) error {
-	_, err := j.ack(ctx, nil)
+	_, err := j.ack(ctx, 0, "")
 	return err
 }
 
-// ack acks the job; with join, the create of a node of Work's in line goes
-// in the same batch, on the first try only (a try sent again after a lost
-// reply leaves it out), and ack returns its outcome: nil when it was sent
-// on a try whose reply was lost (the caller looks for the node).
-func (j *Job) ack(ctx context.Context, join *ackReq) (*ackResult, error) {
-	ops := []any{&zk.DeleteRequest{Path: j.item, Version: j.version}, &zk.DeleteRequest{Path: j.claim, Version: -1}}
+// ack acks the job, in the acks' group; with want > 0, the same multi puts
+// that many tickets of ours in line (Work standing for more), and ack
+// returns their names (nil when the multi's reply was lost: look by tag).
+func (j *Job) ack(ctx context.Context, want int, tag string) ([]string, error) {
+	ops := []any{&zk.DeleteRequest{Path: j.item, Version: j.version}, &zk.DeleteRequest{Path: j.ticket, Version: ticketServed}}
 	if j.key != "" {
 		ops = append(ops, &zk.DeleteRequest{Path: j.q.keys + "/" + j.key, Version: -1})
 	}
-	var joined *ackResult
+	var tickets []string
 	err := j.settle(ctx, "ack", j.q.s.Telemetry().Acked, func(*zk.Conn) error {
-		reqs := []ackReq{{build: func() []any { return ops }}}
-		if join != nil {
-			reqs, join = append(reqs, *join), nil
-		}
-		rs, _, _ := j.q.acks.run(context.Background(), reqs...)
-		if len(rs) > 1 && !session.IsConnErr(rs[1].err) {
-			joined = &rs[1]
-		}
+		rs, _, _ := j.q.acks.run(context.Background(), ackReq{ops: ops, tickets: want, kind: kindWork, tag: tag})
+		want = 0 // a try sent again after a lost reply puts none
+		tickets = rs[0].tickets
 		return gone(rs[0].i, rs[0].err)
 	})
-	return joined, err
+	return tickets, err
 }
 
-// ackReq is a request to the acks' group: an Ack's ops, or the create of a
-// node of Work's in line (join), whose ops are made as its batch is.
+// ackReq is a request to the acks' group: an Ack's ops, and the creates of
+// tickets of ours, of kind, made with tag.
 type ackReq struct {
-	build func() []any
-	join  bool
+	ops     []any
+	tickets int
+	kind    byte
+	tag     string
 }
 
-// ackResult is the outcome of one request's ops in a shared multi; with a
-// node of Work's joining the line, the line's listing taken right behind
-// the multi, if it holds the node.
+// ackResult is the outcome of one request's ops in a shared multi: the
+// failed op's index and its error, and the tickets it made.
 type ackResult struct {
-	res     []zk.MultiResponse
-	listing []string
 	opResult
+	tickets []string
 }
 
-// takeAcks says how many of the pending Acks go in one multi.
-func takeAcks(pending []ackReq) int { return min(len(pending), 2*maxHandOut) }
-
-// lingerAcks: a batch that puts a node of Work's in line waits a moment for
-// the acks of the handlers that finish with the one that asked for it: the
-// node then wants them too.
-func lingerAcks(pending []ackReq) bool {
-	return slices.ContainsFunc(pending, func(r ackReq) bool { return r.join })
+// opResult is the outcome of a multi: the failed op's index and its error.
+type opResult struct {
+	i   int
+	err error
 }
 
-// ackBatch sends the ops of a batch of requests (Acks, and Work's joins,
-// whose ops are made now: see worker.join) in one multi, and again without
-// those of a request that failed alone (an Ack whose claim was lost); a
-// failure of the whole (the connection, the session) is every request's.
+// takeAcks says how many of the pending requests go in one multi.
+func takeAcks(pending []ackReq) int { return min(len(pending), 2*maxRound) }
+
+// ackBatch sends the ops of a batch of requests in one multi, and again
+// without those of a request that failed alone (an Ack whose delivery was
+// lost); a failure of the whole (the connection, the session) is every
+// request's.
 func (q *Queue) ackBatch(batch []ackReq) []ackResult {
 	out := make([]ackResult, len(batch))
 	ops := make([][]any, len(batch))
 	left := make([]int, len(batch))
 	for i, r := range batch {
-		ops[i], left[i] = r.build(), i
+		ops[i], left[i] = append(slices.Clone(r.ops), q.ticketOps(r.tickets, r.kind, r.tag)...), i
 	}
 	for len(left) > 0 {
 		var all []any
@@ -158,13 +179,15 @@ func (q *Queue) ackBatch(batch []ackReq) []ackResult {
 			start[k] = len(all)
 			all = append(all, ops[i]...)
 		}
-		res, listing, err := q.multiListed(all)
+		res, err := q.s.Conn().Multi(all...)
 		failed, err := znode.MultiErr(res, err)
 		if failed < 0 || len(left) == 1 {
 			for k, i := range left {
 				out[i].opResult = opResult{failed, err}
 				if err == nil {
-					out[i].res, out[i].listing = res[start[k]:start[k]+len(ops[i])], listing
+					for _, r := range res[start[k]+len(batch[i].ops) : start[k]+len(ops[i])] {
+						out[i].tickets = append(out[i].tickets, path.Base(r.String))
+					}
 				} else if failed >= 0 {
 					out[i].i -= start[k]
 				}
@@ -181,89 +204,37 @@ func (q *Queue) ackBatch(batch []ackReq) []ackResult {
 	return out
 }
 
-// multiListed sends a multi and, when it puts a node in line/, a listing of
-// line/ right behind it: a session's requests are answered in the order
-// sent, so the listing sees the node, and the new waiter needs no round
-// trip of its own to learn who is ahead of it. Which of the two is sent
-// first is likely, not certain: the waiter keeps the listing only if it
-// holds its node.
-func (q *Queue) multiListed(ops []any) ([]zk.MultiResponse, []string, error) {
-	joins := false
-	for _, op := range ops {
-		if c, ok := op.(*zk.CreateRequest); ok && strings.HasPrefix(c.Path, q.line+"/") {
-			joins = true
-		}
-	}
-	if !joins {
-		res, err := q.s.Conn().Multi(ops...)
-		return res, nil, err
-	}
-	type multi struct {
-		res []zk.MultiResponse
-		err error
-	}
-	sent := make(chan multi, 1)
-	go func() {
-		res, err := q.s.Conn().Multi(ops...)
-		sent <- multi{res, err}
-	}()
-	runtime.Gosched() // let the multi be queued first
-	names, _, _ := q.s.Conn().Children(q.line)
-	m := <-sent
-	return m.res, names, m.err
-}
-
-// Nack gives the item back: it stays at its original place in line, ahead
-// of everything put after it, and is delivered again, to the first consumer
-// in line. The delivery was counted at the Take: an item that has had
-// WithMaxAttempts deliveries moves to the dead-letter area now. Errors as
-// for Ack; Nack after Nack or NackAfter returns nil, Nack after Ack an
-// error wrapping ErrSettled.
-func (j *Job) Nack(ctx context.Context) error {
-	if j.q.maxAttempts > 0 && j.Attempt() >= j.q.maxAttempts {
-		return j.settle(ctx, "nack", j.q.s.Telemetry().Buried, j.bury)
-	}
-	// The version check fences: if the claim was lost and the item claimed
-	// again, its version moved on and we must not delete the new claim.
-	return j.settle(ctx, "nack", j.q.s.Telemetry().Nacked, func(conn *zk.Conn) error {
-		return gone(znode.MultiErr(conn.Multi(
-			&zk.CheckVersionRequest{Path: j.item, Version: j.version},
-			&zk.DeleteRequest{Path: j.claim, Version: -1})))
-	})
-}
+// Nack gives the item back: it keeps its original place in line, ahead
+// of everything put after it, and is delivered again, to the first
+// consumer waiting. The delivery was counted when the item was handed out:
+// an item that has had WithMaxAttempts deliveries moves to the dead-letter
+// area now. Errors as for Ack; Nack after Nack or NackAfter returns nil,
+// Nack after Ack an error wrapping ErrSettled.
+func (j *Job) Nack(ctx context.Context) error { return j.nack(ctx, time.Now()) }
 
 // NackAfter gives the item back, as Nack does, but keeps it from every
-// consumer until d has passed (d > 0; measured by the clocks of the clients
-// that look: keep them in sync): back off before a retry. Its place in line
-// is kept, so when d has passed it comes before everything put after it. An
-// item that has had WithMaxAttempts deliveries moves to the dead-letter
-// area now, as with Nack. Errors as for Ack.
+// consumer until d has passed (d > 0; measured by the clock of the client
+// that dispatches: keep clocks in sync): back off before a retry. Its place
+// in line is kept, so when d has passed it comes before everything put
+// after it. An item that has had WithMaxAttempts deliveries moves to the
+// dead-letter area now, as with Nack. Errors as for Ack.
 func (j *Job) NackAfter(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return fmt.Errorf("fairqueue: nack %s: %w: delay %v must be positive", j.id, zkrecipes.ErrInvalidArgument, d)
 	}
+	return j.nack(ctx, time.Now().Add(d))
+}
+
+// nack gives the item back, free from until on: a node in held/ tells the
+// dispatcher, in the multi that deletes the ticket; the item's version
+// check fences (an item offered again since is not ours to give).
+func (j *Job) nack(ctx context.Context, until time.Time) error {
 	if j.q.maxAttempts > 0 && j.Attempt() >= j.q.maxAttempts {
 		return j.settle(ctx, "nack", j.q.s.Telemetry().Buried, j.bury)
 	}
-	hold := j.q.held + "/" + heldName(j.id, time.Now().Add(d))
-	return j.settle(ctx, "nack", j.q.s.Telemetry().Nacked, func(conn *zk.Conn) error {
-		ops := []any{
-			&zk.CheckVersionRequest{Path: j.item, Version: j.version},
-			&zk.DeleteRequest{Path: j.claim, Version: -1},
-			&zk.CreateRequest{Path: hold, Data: []byte{}, Acl: j.q.acl},
-		}
-		for range maxDirTries {
-			i, err := znode.MultiErr(conn.Multi(ops...))
-			if i == 2 && errors.Is(err, zk.ErrNoNode) {
-				if _, err := conn.CreateContainer(j.q.held, nil, zk.FlagContainer, j.q.acl); err != nil &&
-					!errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, zk.ErrNoNode) {
-					return err
-				}
-				continue
-			}
-			return gone(i, err)
-		}
-		return fmt.Errorf("hold %s: %s keeps vanishing", j.id, j.q.held)
+	ticket := j.ticket[len(j.q.ready)+1:]
+	return j.settle(ctx, "nack", j.q.s.Telemetry().Nacked, func(*zk.Conn) error {
+		return gone(j.q.sendBack(j.q.backOps(j.bucket, j.name, j.version, ticket, until)))
 	})
 }
 
@@ -272,7 +243,7 @@ func (j *Job) NackAfter(ctx context.Context, d time.Duration) error {
 // again.
 func (j *Job) bury(conn *zk.Conn) error {
 	ops := j.q.buryOps(j.id, j.item, j.key, j.version, j.Attempt(), j.data,
-		&zk.DeleteRequest{Path: j.claim, Version: -1})
+		&zk.DeleteRequest{Path: j.ticket, Version: ticketServed})
 	for range maxDirTries {
 		i, err := znode.MultiErr(conn.Multi(ops...))
 		if i == 1 && errors.Is(err, zk.ErrNoNode) {

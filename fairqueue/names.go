@@ -16,10 +16,11 @@ import (
 // "i-k.<key>.0000000007". An item's id is "<bucket>-<seq>": fixed width, so
 // ids sort in queue order.
 //
-// A held item (Job.NackAfter) has a node "<id>-<not before>" in held/, and a
-// delayed one (WithDelay) waits in delayed/ as "d-<not before>-<key>-<seq>",
-// both with the time in Unix milliseconds, 13 digits: the name says when,
-// so that a listing is all a consumer reads to know.
+// An item given back (Nack, NackAfter) has a node in held/ (see heldBase),
+// and a delayed one (WithDelay) waits in delayed/ as
+// "d-<not before>-<key>-<seq>", both with the time in Unix milliseconds, 13
+// digits: the name says when, so that a listing is all the dispatcher
+// reads to know.
 const (
 	bucketPrefix = "b"
 	itemPrefix   = "i-"
@@ -115,16 +116,66 @@ func parseStamp(s string) (time.Time, bool) {
 	return time.UnixMilli(ms), err == nil
 }
 
-// heldName is a held item's node in held/.
-func heldName(id string, until time.Time) string { return id + "-" + stamp(until) }
+// heldBase is the name a given-back item's node is created with in held/,
+// before its sequence number: when it is free again, its bucket and its
+// node, so that the dispatcher's listing of held/ is all it reads.
+func heldBase(bucket int64, name string, until time.Time) string {
+	return stamp(until) + "-" + bucketName(bucket) + "-" + name + "-"
+}
 
-// parseHeld reads a held node's name: the item's id, and when it is free.
-func parseHeld(name string) (id string, until time.Time, ok bool) {
-	if len(name) != 21+1+13 {
-		return "", time.Time{}, false
+// parseHeld reads a held node's name: when the item is free again, its
+// bucket and its node's name.
+func parseHeld(held string) (until time.Time, bucket int64, name string, ok bool) {
+	const head = 13 + 1 + 11 + 1 // stamp, '-', bucket, '-'
+	if len(held) < head+len(itemPrefix)+10+1+10 || held[13] != '-' || held[head-1] != '-' || held[len(held)-11] != '-' {
+		return time.Time{}, 0, "", false
 	}
-	until, ok = parseStamp(name[22:])
-	return name[:21], until, ok
+	until, ok = parseStamp(held[:13])
+	bucket, bok := parseBucket(held[14 : head-1])
+	name = held[head : len(held)-11]
+	_, _, iok := parseItem(name)
+	return until, bucket, name, ok && bok && iok
+}
+
+// A ticket is a consumer's request for one item, in ready/:
+// "<kind>-<consumer>-<tag>-<seq>". Its kind says who asks: "t" a Take,
+// whose offer carries the item's payload when the dispatcher has it; "y" a
+// TryTake, answered even when nothing is pending; "w" Work, which reads
+// its items itself. The consumer is a Queue that takes,
+// "<session>-<queue>" (16 and 8 hex digits), and names its inbox; the tag
+// (8 hex digits, one per request) lets the consumer find its tickets after
+// a create whose reply was lost; the sequence number is the ticket's place
+// in line.
+const (
+	kindTake = 't'
+	kindTry  = 'y'
+	kindWork = 'w'
+)
+
+// consumerName is the name of a Queue that takes: its session's id and a
+// tag of its own.
+func consumerName(sid int64, tag string) string { return fmt.Sprintf("%016x-%s", uint64(sid), tag) }
+
+func ticketBase(kind byte, consumer string, tag string) string {
+	return string(kind) + "-" + consumer + "-" + tag + "-"
+}
+
+// ticketName is a ticket's name, parsed.
+type ticketName struct {
+	kind          byte
+	consumer, tag string
+	seq           int64
+}
+
+func (t ticketName) try() bool { return t.kind == kindTry }
+
+func parseTicket(name string) (ticketName, bool) {
+	if len(name) != 2+25+1+8+1+10 || name[1] != '-' || name[18] != '-' || name[27] != '-' || name[36] != '-' ||
+		(name[0] != kindTake && name[0] != kindTry && name[0] != kindWork) {
+		return ticketName{}, false
+	}
+	seq, err := strconv.ParseInt(name[37:], 10, 64)
+	return ticketName{kind: name[0], consumer: name[2:27], tag: name[28:36], seq: seq}, err == nil && seq >= 0
 }
 
 // delayedBase is the name a delayed item is created with in delayed/.

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -21,18 +19,22 @@ import (
 //
 // Guarantees: items are handed out oldest first (by id), to consumers in
 // the order they began to wait; no consumer (a loop of one Queue's Takes,
-// or one of Work's handlers) is ever handed a lower id than it had before,
-// except when an item comes back (Nack, a lost claim, an offer left
-// unclaimed); every item put is delivered until it is acked or moved to the
-// dead-letter area (at least once: a consumer that dies mid-job causes a
-// redelivery, so jobs should be idempotent). Not guaranteed: an order
-// between items put concurrently by different producers (each producer's
-// own items keep their order), or exactly-once processing.
+// or Work) is ever handed a lower id than it had before, except an item
+// that came back (Nack, NackAfter, a consumer gone), whose Attempt says so
+// (above 1); every item put is delivered until it is acked or moved to
+// the dead-letter area (at least once: a consumer that dies mid-job causes
+// a redelivery, which Job.Token and Job.Guard let a resource refuse once
+// the next delivery began). Not guaranteed: an order between items put
+// concurrently by different producers (each producer's own items keep
+// their order), or exactly-once processing.
 //
 // A Queue is safe for concurrent use by many goroutines; producers and
-// consumers may each have their own Queue on their own Session.
+// consumers may each have their own Queue on their own Session. A Queue
+// that takes (Take, TryTake, Work) stands, until Close or the end of its
+// session, as the queue's dispatcher (see the package documentation).
 type Queue struct {
 	s   *session.Session
+	pub *zkrecipes.Session
 	log *slog.Logger
 	dir string
 	acl []zk.ACL
@@ -40,28 +42,26 @@ type Queue struct {
 	maxAttempts int
 	bucketSize  int
 
-	items, claims, line, dead, held, delayed, keys string
+	items, ready, consumers, dispatch, dead, held, delayed, keys string
 
 	tailMu sync.Mutex
 	tail   tail
 
-	// bucketsMu guards buckets, the bucket numbers of the last listing of
-	// items/, oldest first: consumers list items/ only when it runs out.
-	bucketsMu sync.Mutex
-	buckets   []int64
-	// rtt is a running mean of how long a round trip takes (a look, a
-	// consumer's look at where it stands), in nanoseconds: the grace a
-	// consumer in line gets is some of them.
-	rtt atomic.Int64
-	// graceHead is the head of the line that this Queue's consumer second
-	// in line last waited behind, graceFrom when the grace it has to hand
-	// out items began, and graceSeen when one was last second behind it
-	// (see waiter.second).
-	graceMu              sync.Mutex
-	graceHead            string
-	graceFrom, graceSeen time.Time
+	name string // as a consumer: its inbox's and its tickets' (see ticketBase)
+	in   *inbox
 
-	// puts and acks send concurrent Puts, and Acks, in shared multis.
+	// standing: this Queue stands as dispatcher (stop ends it, done is
+	// closed when it has).
+	mu        sync.Mutex
+	closed    bool
+	closing   chan struct{} // closed by Close
+	standing  bool
+	stop      context.CancelFunc
+	done      chan struct{}
+	unsettled map[string]bool // the tickets of the Jobs not yet settled nor lost
+
+	// puts and acks send concurrent Puts, and Acks (and tickets), in
+	// shared multis.
 	puts *group[putItem, putResult]
 	acks *group[ackReq, ackResult]
 }
@@ -90,15 +90,106 @@ func New(s *zkrecipes.Session, path string, opts ...Option) (*Queue, error) {
 		o.acl = ss.ACL()
 	}
 	q := &Queue{
-		s: ss, log: ss.Log().With("queue", path), dir: path, acl: o.acl,
+		s: ss, pub: s, log: ss.Log().With("queue", path), dir: path, acl: o.acl,
 		maxAttempts: o.maxAttempts, bucketSize: o.bucketSize,
-		items: path + "/items", claims: path + "/claims", line: path + "/line", dead: path + "/dead",
-		held: path + "/held", delayed: path + "/delayed", keys: path + "/keys",
+		items: path + "/items", ready: path + "/ready", consumers: path + "/consumers", dispatch: path + "/dispatch",
+		dead: path + "/dead", held: path + "/held", delayed: path + "/delayed", keys: path + "/keys",
+		closing: make(chan struct{}), unsettled: map[string]bool{},
 	}
+	q.name = consumerName(ss.ID(), newTag())
+	q.in = &inbox{q: q, path: q.consumers + "/" + q.name,
+		waiting: map[string]chan<- delivery{}, early: map[string]delivery{}}
 	q.puts = &group[putItem, putResult]{do: q.putBatch, take: takePuts}
-	q.acks = &group[ackReq, ackResult]{do: q.ackBatch, take: takeAcks, linger: lingerAcks}
+	q.acks = &group[ackReq, ackResult]{do: q.ackBatch, take: takeAcks}
 	observePending(q)
 	return q, nil
+}
+
+// consume readies the Queue to take: it stands as dispatcher (once) and
+// has its inbox.
+func (q *Queue) consume(ctx context.Context) error {
+	q.mu.Lock()
+	switch {
+	case q.closed:
+		q.mu.Unlock()
+		return ErrClosed
+	case !q.standing:
+		q.standing = true
+		cctx, stop := context.WithCancel(context.Background())
+		q.stop, q.done = stop, make(chan struct{})
+		go func() {
+			defer close(q.done)
+			q.campaign(cctx)
+		}()
+		go func() { // the session's end ends the campaign
+			select {
+			case <-q.s.Done():
+				stop()
+			case <-cctx.Done():
+			}
+		}()
+	}
+	q.mu.Unlock()
+	return q.in.ensure(ctx)
+}
+
+// Close stops the Queue taking: it no longer stands as the queue's
+// dispatcher, and if it was dispatching, another taking Queue is elected
+// at once (a dispatcher that dies instead is replaced only once its
+// session has expired). Jobs taken before stay valid until settled; Takes
+// and Work in flight fail, and later ones fail at once, with errors
+// wrapping ErrClosed. Put and the other calls that do not take go on
+// working. Close waits for the dispatcher to stop, and removes the Queue's
+// inbox when nothing stands in it (else the session's end does), or until
+// ctx ends; it returns nil, and nil again if called again.
+func (q *Queue) Close(ctx context.Context) error {
+	q.mu.Lock()
+	if !q.closed {
+		q.closed = true
+		close(q.closing)
+	}
+	stop, done := q.stop, q.done
+	q.mu.Unlock()
+	if stop == nil {
+		return nil
+	}
+	stop()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("fairqueue: close: %w", context.Cause(ctx))
+	}
+	return q.in.remove(ctx)
+}
+
+// holding notes a Job on ticket until it is settled or lost; a closed
+// Queue's last Job removes the inbox.
+func (q *Queue) holding(j *Job) {
+	name := j.ticket[len(q.ready)+1:]
+	q.mu.Lock()
+	q.unsettled[name] = true
+	q.mu.Unlock()
+	context.AfterFunc(j.o.Context(), func() {
+		q.mu.Lock()
+		delete(q.unsettled, name)
+		last := q.closed && len(q.unsettled) == 0
+		q.mu.Unlock()
+		if last {
+			q.s.Cleanup("remove "+q.in.path, func() error { return q.in.remove(context.Background()) })
+		}
+	})
+}
+
+func (q *Queue) isClosed() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.closed
+}
+
+func (q *Queue) holds(ticket string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.unsettled[ticket]
 }
 
 func (q *Queue) bucketPath(n int64) string { return q.items + "/" + bucketName(n) }
@@ -119,45 +210,61 @@ func (q *Queue) listBuckets(ctx context.Context) ([]int64, error) {
 	return out, nil
 }
 
-// Len returns the number of pending items: put and neither acked, claimed
-// nor dead. It is a snapshot taken with one read per bucket, not an atomic
+// Len returns the number of pending items: put and neither acked, handed
+// out (offered to a consumer, and not given back) nor dead. It is a
+// snapshot taken with one read per bucket and per consumer, not an atomic
 // count: with puts and takes in flight it may be off by those.
 func (q *Queue) Len(ctx context.Context) (int, error) {
-	bs, err := q.listBuckets(ctx)
-	if err != nil {
+	var r reads
+	var bs []int64
+	var tickets, consumers []string
+	r.do(func() (err error) { bs, err = q.listBuckets(ctx); return err })
+	r.do(func() (err error) { tickets, err = znode.Children(ctx, q.s, q.ready); return err })
+	r.do(func() (err error) { consumers, err = znode.Children(ctx, q.s, q.consumers); return err })
+	if err := r.wait(); err != nil {
 		return 0, fmt.Errorf("fairqueue: len: %w", err)
 	}
-	claims, err := znode.Children(ctx, q.s, q.claims)
-	if err != nil {
-		return 0, fmt.Errorf("fairqueue: len: %w", err)
-	}
-	// Ask for every bucket's size at once: the client pipelines them.
+	// Ask for every bucket's size and every inbox at once: the client
+	// pipelines them.
 	counts := make([]int32, len(bs))
-	errs := make([]error, len(bs))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
+	inboxes := make([][]byte, len(consumers))
 	for i, b := range bs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			counts[i], errs[i] = znode.Retry(ctx, q.s, func() (int32, error) {
+		r.do(func() (err error) {
+			counts[i], err = znode.Retry(ctx, q.s, func() (int32, error) {
 				_, st, err := q.s.Conn().Exists(q.bucketPath(b))
 				if err != nil || st == nil {
 					return 0, err
 				}
 				return st.NumChildren, nil
 			})
-		}()
+			return err
+		})
 	}
-	wg.Wait()
+	for i, c := range consumers {
+		r.do(func() error {
+			n, err := znode.Get(ctx, q.s, q.consumers+"/"+c)
+			inboxes[i] = n.Data
+			return ignoreNoNode(err)
+		})
+	}
+	if err := r.wait(); err != nil {
+		return 0, fmt.Errorf("fairqueue: len: %w", err)
+	}
 	n := 0
-	for i := range bs {
-		if errs[i] != nil {
-			return 0, fmt.Errorf("fairqueue: len: %w", errs[i])
-		}
-		n += int(counts[i])
+	for _, c := range counts {
+		n += int(c)
 	}
-	return max(0, n-len(claims)), nil
+	// An offer stands while its ticket does.
+	live := make(map[string]bool, len(tickets))
+	for _, t := range tickets {
+		live[t] = true
+	}
+	for _, data := range inboxes {
+		for _, o := range parseInbox(data) {
+			if o.name != "" && live[o.ticket] {
+				n--
+			}
+		}
+	}
+	return max(0, n), nil
 }

@@ -17,10 +17,17 @@ import (
 	"github.com/zkrecipes/zkrecipes/fairqueue"
 )
 
+// newQueue returns the queue at p on s, closed when the test ends (before
+// queuePath's check, so that its inbox and its election node are gone).
 func newQueue(t *testing.T, s *zkrecipes.Session, p string, opts ...fairqueue.Option) *fairqueue.Queue {
 	t.Helper()
 	q, err := fairqueue.New(s, p, opts...)
 	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		assert.NoError(t, q.Close(ctx))
+	})
 	return q
 }
 
@@ -242,7 +249,7 @@ func TestFairness(t *testing.T) {
 		}()
 		// Wait until this consumer stands in line before the next comes.
 		require.Eventually(t, func() bool {
-			names, _, err := ps.Conn().Children(p + "/line")
+			names, _, err := ps.Conn().Children(p + "/ready")
 			return err == nil && len(names) == who+1
 		}, 10*time.Second, 5*time.Millisecond)
 	}
@@ -316,9 +323,11 @@ func TestBucketsDrainInOrder(t *testing.T) {
 	got := drain(t, q, n)
 	require.True(t, sort.StringsAreSorted(got), "drained in id order")
 	require.Len(t, got, n)
-	buckets, _, err = s.Conn().Children(p + "/items")
-	require.NoError(t, err)
-	require.Empty(t, buckets, "drained buckets are removed")
+	// The dispatcher deletes a drained bucket once it learns it is.
+	require.Eventually(t, func() bool {
+		buckets, _, err = s.Conn().Children(p + "/items")
+		return err == nil && len(buckets) == 0
+	}, 10*time.Second, 10*time.Millisecond, "drained buckets are removed: %v", buckets)
 }
 
 func TestBadInput(t *testing.T) {

@@ -8,26 +8,22 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-zookeeper/zk"
-
 	"github.com/zkrecipes/zkrecipes"
-	"github.com/zkrecipes/zkrecipes/internal/line"
-	"github.com/zkrecipes/zkrecipes/internal/session"
 )
 
 // Handler does one job. It returns nil when the job is done, and Work acks
 // it; an error, and Work gives the job back to be delivered again after a
 // back-off (see WithBackoff). ctx ends when Work's does, and when the job's
-// claim is lost (j.Done): the job is then on its way to another consumer.
+// delivery is lost (j.Done): the job is then on its way to another consumer.
 type Handler func(ctx context.Context, j *Job) error
 
 // WorkOption configures Work.
 type WorkOption func(*workOptions)
 
 type workOptions struct {
-	handlers int
-	backoff  [2]time.Duration
-	errs     []error
+	handlers, prefetch int
+	backoff            [2]time.Duration
+	errs               []error
 }
 
 // WithHandlers runs n handlers at once (n >= 1), all on the Queue's
@@ -39,6 +35,21 @@ func WithHandlers(n int) WorkOption {
 			return
 		}
 		o.handlers = n
+	}
+}
+
+// WithPrefetch has Work hold n items ahead of its handlers (n >= 0), so
+// that a handler that finishes never waits for a hand-out to start the
+// next job. An item held ahead is delivered to this consumer (it counts in
+// Attempt, and a consumer that dies gives it back as it does its other
+// jobs), yet no handler runs it yet. Default: 1; 0 holds nothing ahead.
+func WithPrefetch(n int) WorkOption {
+	return func(o *workOptions) {
+		if n < 0 {
+			o.errs = append(o.errs, fmt.Errorf("%w: prefetch %d: at least 0", zkrecipes.ErrInvalidArgument, n))
+			return
+		}
+		o.prefetch = n
 	}
 }
 
@@ -56,22 +67,22 @@ func WithBackoff(first, last time.Duration) WorkOption {
 	}
 }
 
-// Work takes jobs and runs h on each, with WithHandlers handlers at once,
-// until ctx ends or the session is over; it returns then, once every
-// handler has returned, with ctx's cause or the session's error.
+// Work takes jobs and runs h on each, with WithHandlers handlers at once
+// and WithPrefetch items held ahead, until ctx ends, the Queue is closed or
+// the session is over; it returns then, once every handler has returned,
+// with ctx's cause, an error wrapping ErrClosed, or the session's error.
 //
-// Work stands in the consumers' line as one consumer that wants as many
-// jobs as it has handlers free: served, it claims them all in one multi
-// (or, at the head of the line, in the hand-out's own). It joins the line
-// in the multi of the acks sent at that moment (see Put): handlers that
-// finish together are acked together, and stand in line again, all in one
-// write. A handler's error, or panic (recovered, and logged with its
-// stack), gives the job back with NackAfter, held for the back-off
-// (WithBackoff); a job delivered WithMaxAttempts times goes to the dead
-// letters instead. A job whose handler is still running when ctx ends is
+// Work stands in line with one ticket per handler and per item held ahead,
+// and reads the items it is offered itself. A handler that finishes acks
+// its job and puts a ticket in line again, in one multi, shared with the
+// acks of the handlers that finish with it. A handler's error, or panic
+// (recovered, and logged with its stack), gives the job back with
+// NackAfter, held for the back-off (WithBackoff); a job delivered
+// WithMaxAttempts times goes to the dead letters instead. When Work stops,
+// a job whose handler is still running, and every item held ahead, is
 // given back at once.
 func (q *Queue) Work(ctx context.Context, h Handler, opts ...WorkOption) error {
-	o := workOptions{handlers: 1, backoff: [2]time.Duration{time.Second, 5 * time.Minute}}
+	o := workOptions{handlers: 1, prefetch: 1, backoff: [2]time.Duration{time.Second, 5 * time.Minute}}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -81,209 +92,171 @@ func (q *Queue) Work(ctx context.Context, h Handler, opts ...WorkOption) error {
 	if h == nil {
 		return fmt.Errorf("fairqueue: work: %w: nil handler", zkrecipes.ErrInvalidArgument)
 	}
-	wk := &worker{q: q, idle: o.handlers, freed: make(chan struct{}, 1), nodes: make(chan *waiter, 1)}
-	jobs := make(chan *Job, o.handlers)
-	var wg sync.WaitGroup
+	if err := q.consume(ctx); err != nil {
+		return fmt.Errorf("fairqueue: work: %w", err)
+	}
+	credits := o.handlers + o.prefetch
+	w := &worker{q: q, o: o, offers: make(chan delivery, credits), waiting: map[string]bool{}}
+	w.stand(ctx, credits, nil)
+	jobs := make(chan *Job, credits)
+	var wg, settling sync.WaitGroup
 	for range o.handlers {
 		wg.Go(func() {
 			for j := range jobs {
-				wk.settle(ctx, j, run(ctx, h, j), o.backoff)
+				// The handler goes on with the next job while its ack
+				// (with a ticket for one more) is sent.
+				herr := run(ctx, h, j)
+				settling.Go(func() { w.settle(ctx, j, herr) })
 			}
 		})
 	}
-	wk.loop(ctx, jobs)
+	err := w.loop(ctx, jobs)
+	for len(jobs) > 0 { // held ahead, not started
+		q.settled(<-jobs, "nack", nil, true)
+	}
 	close(jobs)
 	wg.Wait()
-	select {
-	case w := <-wk.nodes:
-		if w != nil {
-			w.leave() // put in line by an ack as ctx ended
-		}
-	default:
+	settling.Wait()
+	w.leave()
+	if errors.Is(err, context.Cause(ctx)) {
+		return err
 	}
-	if err := q.s.Err(); err != nil {
-		return fmt.Errorf("fairqueue: work: %w", err)
-	}
-	return context.Cause(ctx)
+	return fmt.Errorf("fairqueue: work: %w", err)
 }
 
-// worker is Work's state: how many handlers are free, and whether a node of
-// ours stands in line for them, or is on its way (standing).
+// worker is Work's state: its tickets waiting for an offer, and where
+// their offers go.
 type worker struct {
-	q        *Queue
-	mu       sync.Mutex
-	idle     int
-	standing bool
-	freed    chan struct{} // idle went up
-	nodes    chan *waiter  // the node an ack put in line (nil: none)
+	q       *Queue
+	o       workOptions
+	offers  chan delivery
+	mu      sync.Mutex
+	waiting map[string]bool
+	stopped bool
 }
 
-// loop stands in line for the free handlers and hands them the jobs, until
-// ctx ends or the session is over.
-func (wk *worker) loop(ctx context.Context, jobs chan<- *Job) {
-	q := wk.q
+// loop turns the offers into jobs for the handlers until Work stops, and
+// says why it did.
+func (w *worker) loop(ctx context.Context, jobs chan<- *Job) error {
+	q := w.q
 	for {
-		var w *waiter
-		wk.mu.Lock()
-		idle, carried := wk.idle, wk.standing
-		wk.standing = idle > 0
-		wk.mu.Unlock()
-		switch {
-		case idle == 0:
-			select {
-			case <-wk.freed:
-			case <-ctx.Done():
-			case <-q.s.Done():
-			}
-			if ctx.Err() != nil || q.s.Err() != nil {
-				return
-			}
-			continue
-		case carried:
-			select { // a handler's ack is putting our node in line
-			case w = <-wk.nodes:
-			case <-ctx.Done():
-				return
-			}
-		default:
-			w = wk.join(ctx)
+		var ds []delivery
+		select {
+		case d := <-w.offers:
+			ds = append(ds, d)
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-q.closing:
+			return ErrClosed
+		case <-q.s.Done():
+			return q.s.Err()
 		}
-		js, err := q.take(ctx, w, wk.free()) // a nil w: take joins
-		wk.mu.Lock()
-		wk.idle -= len(js)
-		wk.standing = false
-		wk.mu.Unlock()
+		for more := true; more; { // the offers of the same read come together
+			select {
+			case d := <-w.offers:
+				ds = append(ds, d)
+			default:
+				more = false
+			}
+		}
+		w.mu.Lock()
+		for _, d := range ds {
+			delete(w.waiting, d.ticket)
+		}
+		w.mu.Unlock()
+		js, err := q.jobs(ctx, ds)
+		if err != nil {
+			continue // given back; ctx or the session ends the loop
+		}
+		w.stand(ctx, len(ds)-len(js), nil) // items gone make no job: stand for more
 		for _, j := range js {
 			jobs <- j
 		}
-		switch {
-		case ctx.Err() != nil || q.s.Err() != nil:
-			return
-		case err != nil:
-			q.log.Warn("fairqueue: work: take failed; taking again", "err", err)
-			time.Sleep(q.grace())
+	}
+}
+
+// stand puts n tickets in line for offers, unless Work has stopped; with
+// names, the tickets an ack made already.
+func (w *worker) stand(ctx context.Context, n int, names []string) {
+	if n == 0 && names == nil {
+		return
+	}
+	var err error
+	if names == nil {
+		names, err = w.q.want(context.WithoutCancel(ctx), n, kindWork, w.offers)
+	} else {
+		for _, name := range names {
+			w.q.in.expect(name, w.offers)
 		}
 	}
-}
-
-func (wk *worker) free() int {
-	wk.mu.Lock()
-	defer wk.mu.Unlock()
-	return wk.idle
-}
-
-// joinReq is the create of a node of ours in line, for the acks' group (see
-// ackReq): made as its batch is, it wants as many jobs as handlers are free
-// then (the handlers that finish together are acked together). Its name
-// starts with base; *built is set when it is made (read it once the
-// group's call has returned).
-func (wk *worker) joinReq(built *bool) (ackReq, string, error) {
-	base, err := line.NewPrefix(&line.Spec{})
 	if err != nil {
-		return ackReq{}, "", err
-	}
-	return ackReq{join: true, build: func() []any {
-		*built = true
-		prefix := base + wk.q.lineSpec(wk.free()).Marker
-		return []any{&zk.CreateRequest{Path: wk.q.line + "/" + prefix, Data: []byte{}, Acl: wk.q.acl, Flags: zk.FlagEphemeralSequential}}
-	}}, base, nil
-}
-
-// join puts a node of ours in line with the acks sent at that moment; nil
-// if it was not made (take then joins on its own).
-func (wk *worker) join(ctx context.Context) *waiter {
-	var built bool
-	req, base, err := wk.joinReq(&built)
-	if err != nil {
-		return nil
-	}
-	rs, inFlight, err := wk.q.acks.run(ctx, req)
-	switch {
-	case err != nil && inFlight != nil:
-		// Look for our node once the multi is answered: looked for before,
-		// a node it makes after is left in line.
-		wk.q.s.Cleanup("abandoned join in "+wk.q.line, func() error {
-			select {
-			case <-inFlight:
-			case <-wk.q.s.Done():
-				return nil // its nodes go with it
-			}
-			return wk.q.leavePrefixed(base)
-		})
-		return nil
-	case err != nil:
-		return nil
-	}
-	return wk.joined(ctx, &rs[0], base, built)
-}
-
-// joined is our node from a join's outcome r; nil if none was made (or it
-// was never sent: not built). With r nil (its reply lost), it looks for the
-// node by its name's start, base.
-func (wk *worker) joined(ctx context.Context, r *ackResult, base string, built bool) *waiter {
-	q := wk.q
-	switch {
-	case r != nil && r.err == nil:
-		w := q.newWaiter(r.res[0].String)
-		if w.setAhead(r.listing) != nil {
-			w.ahead = nil // the listing missed our node: list again
+		if w.q.s.Err() == nil {
+			w.q.log.Warn("fairqueue: work: could not stand in line", "err", err)
 		}
-		return w
-	case r != nil && !session.IsConnErr(r.err), !built:
-		return nil // refused (line/ reaped), or never sent
+		return
 	}
-	p, found, err := line.Find(ctx, q.s, q.line, base)
-	if err != nil {
-		q.s.Cleanup("ambiguous join in "+q.line, func() error { return q.leavePrefixed(base) })
-		return nil
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, name := range names {
+		w.waiting[name] = true
 	}
-	if !found {
-		return nil
+	if w.stopped {
+		w.leaveLocked()
 	}
-	return q.newWaiter(p)
 }
 
-// settle frees the handler of j, then settles j after its handler returned
-// herr. The first handler freed while no node of ours stands in line puts
-// one there with its ack, in the same multi; it frees itself first, so
-// that the node wants it too.
-func (wk *worker) settle(ctx context.Context, j *Job, herr error, backoff [2]time.Duration) {
-	q := wk.q
-	wk.mu.Lock()
-	wk.idle++
-	carry := herr == nil && ctx.Err() == nil && !wk.standing
-	wk.standing = wk.standing || carry
-	wk.mu.Unlock()
-	select {
-	case wk.freed <- struct{}{}:
-	default:
+// leave drops the tickets still waiting: an offer that came meanwhile is
+// given back.
+func (w *worker) leave() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	w.leaveLocked()
+}
+
+func (w *worker) leaveLocked() {
+	for name := range w.waiting {
+		w.q.s.Cleanup("leave "+name, w.q.dropStep(name))
 	}
+	clear(w.waiting)
+}
+
+// settle settles j after its handler returned herr: an ack, which puts a
+// ticket in line for the handler again in the same multi, unless Work is
+// stopping; or the job given back, held for the back-off.
+func (w *worker) settle(ctx context.Context, j *Job, herr error) {
+	q := w.q
 	bg := context.WithoutCancel(ctx)
+	again := ctx.Err() == nil
 	switch {
-	case carry:
-		var built bool
-		req, base, err := wk.joinReq(&built)
-		if err != nil {
-			q.settled(j, "ack", j.Ack(bg))
-			wk.nodes <- nil
-			return
+	case herr == nil && again:
+		tag := newTag()
+		names, err := j.ack(bg, 1, tag)
+		if err == nil && names == nil {
+			names, err = q.tagged(bg, tag) // the ack's reply was lost
 		}
-		r, err := j.ack(bg, &req)
-		q.settled(j, "ack", err)
-		wk.nodes <- wk.joined(bg, r, base, built)
+		q.settled(j, "ack", err, false)
+		if err != nil {
+			names = nil // nothing made: stand on our own
+		}
+		w.stand(ctx, 1, names)
+		return
 	case herr == nil:
-		q.settled(j, "ack", j.Ack(bg))
-	case ctx.Err() != nil, backoff[0] == 0:
-		q.settled(j, "nack", j.Nack(bg))
+		q.settled(j, "ack", j.Ack(bg), false)
+	case !again, w.o.backoff[0] == 0:
+		q.settled(j, "nack", j.Nack(bg), false)
 	default:
-		d := min(backoff[0]<<min(j.Attempt()-1, 30), backoff[1])
+		d := min(w.o.backoff[0]<<min(j.Attempt()-1, 30), w.o.backoff[1])
 		q.log.Info("fairqueue: work: handler failed; job given back", "id", j.ID(), "attempt", j.Attempt(), "backoff", d, "err", herr)
-		q.settled(j, "nack", j.NackAfter(bg, d))
+		q.settled(j, "nack", j.NackAfter(bg, d), false)
+	}
+	if again {
+		w.stand(ctx, 1, nil)
 	}
 }
 
-// run runs h on j with a ctx that ends with Work's or with j's claim, and
-// turns a panic into an error.
+// run runs h on j with a ctx that ends with Work's or with j's delivery,
+// and turns a panic into an error.
 func run(ctx context.Context, h Handler, j *Job) (err error) {
 	hctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -298,21 +271,16 @@ func run(ctx context.Context, h Handler, j *Job) (err error) {
 	return h(hctx, j)
 }
 
-// leavePrefixed deletes our node named with prefix, if there is one.
-func (q *Queue) leavePrefixed(prefix string) error {
-	p, found, err := line.Find(context.Background(), q.s, q.line, prefix)
-	if err != nil || !found {
-		return err
+// settled logs what a settlement that failed means; with nack, it gives j
+// back first.
+func (q *Queue) settled(j *Job, op string, err error, nack bool) {
+	if nack {
+		err = j.Nack(context.Background())
 	}
-	return q.s.DeleteStep(p)()
-}
-
-// settled logs what a settlement that failed means.
-func (q *Queue) settled(j *Job, op string, err error) {
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrClaimLost):
-		q.log.Warn("fairqueue: work: claim lost before the "+op+"; the job will be delivered again", "id", j.ID(), "err", err)
+		q.log.Warn("fairqueue: work: delivery lost before the "+op+"; the job will be delivered again", "id", j.ID(), "err", err)
 	default:
 		q.log.Warn("fairqueue: work: "+op+" not confirmed", "id", j.ID(), "err", err)
 	}

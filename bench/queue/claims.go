@@ -91,7 +91,7 @@ func (cc *countConn) Write(p []byte) (int, error) {
 		case writeOps[op]:
 			cc.c.writes.Add(1)
 		}
-		if op == opMulti && createsClaim(body[8:]) {
+		if writeOps[op] {
 			cc.pending[xid] = true
 			cc.c.sent.Add(1)
 		}

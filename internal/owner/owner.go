@@ -73,6 +73,9 @@ type Config struct {
 	DirEv <-chan zk.Event
 	// Own is the getData watch on the node, when set.
 	Own *znode.Watch
+	// Version, when Own is not set, is the node's data version as held
+	// (a write that moves it further is a stranger's).
+	Version int32
 	// Reconnect, when not nil, is the session's NextReconnect taken before
 	// DirEv or Own was set; nil: taken at Start.
 	Reconnect <-chan struct{}
@@ -157,6 +160,7 @@ func Start(cfg Config) *Owner {
 	if o.reconnect == nil {
 		o.reconnect = cfg.Session.NextReconnect()
 	}
+	o.version.Store(cfg.Version)
 	switch {
 	case cfg.Own != nil:
 		o.nodeEv = cfg.Own.Ev
