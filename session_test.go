@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
 // The Session uses the timeout the server granted, not the one asked for:
@@ -80,4 +81,36 @@ func TestConnectNamesLatestFailure(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, syscall.ECONNREFUSED)
 	require.Contains(t, err.Error(), "latest attempt: dial tcp 127.0.0.1:1: connect: connection refused")
+}
+
+// Remaining counts down while no contact is proven: Done is closed once
+// lost has passed, and expiry, the earliest moment the ensemble could
+// expire the session, is about a fifth of the timeout later.
+func TestSessionRemaining(t *testing.T) {
+	srv := setup(t)
+	var net zktest.Freezer
+	s := connect(t, srv.Addrs(), zkrecipes.WithSessionTimeout(2*time.Second), zkrecipes.WithDialer(net.Dial))
+	lost, expiry := s.Remaining()
+	require.Positive(t, lost)
+	require.LessOrEqual(t, lost, s.Timeout())
+	require.InDelta(t, s.Timeout()/5, expiry-lost, float64(s.Timeout()/10), "lost %v, expiry %v", lost, expiry)
+
+	net.Freeze()
+	defer net.Thaw()
+	lost, expiry = s.Remaining()
+	frozen := time.Now()
+	select {
+	case <-s.Done():
+	case <-time.After(2 * s.Timeout()):
+		t.Fatal("the session was not given up")
+	}
+	took := time.Since(frozen)
+	require.ErrorIs(t, s.Err(), zkrecipes.ErrSessionLost)
+	// Given up no sooner than lost said (but for the monitor's wake-up and
+	// a proof that was on its way), and before expiry.
+	require.Less(t, took, expiry, "given up %v after the freeze; expiry was %v away", took, expiry)
+	require.GreaterOrEqual(t, took, lost-100*time.Millisecond, "given up %v after the freeze; lost was %v away", took, lost)
+	after, afterExpiry := s.Remaining()
+	require.LessOrEqual(t, after, time.Duration(0), "lost %v once the session is given up", after)
+	require.Positive(t, afterExpiry, "expiry counts down from the loss: not reached yet")
 }

@@ -48,7 +48,7 @@ const stateChangesBuffer = 16
 
 // State is the state of the Session's connection now. It is Lost once Err
 // is set.
-func (s *Session) State() State { return State(s.s.State()) }
+func (s *Session) State() State { return State(s.inner().State()) }
 
 // StateChanges returns a channel that receives the changes of the
 // Session's State from now on, in order, and is closed after the change to
@@ -66,7 +66,7 @@ func (s *Session) State() State { return State(s.s.State()) }
 // state without missing a change, call StateChanges, then State.
 func (s *Session) StateChanges() <-chan StateChange {
 	ch := make(chan StateChange, stateChangesBuffer)
-	s.s.OnStateChange(func(c session.StateChange) {
+	s.inner().OnStateChange(func(c session.StateChange) {
 		offerChange(ch, StateChange{From: State(c.From), To: State(c.To), Err: c.Err})
 		if c.To == session.Lost {
 			close(ch)

@@ -65,7 +65,7 @@ func Supervise(ctx context.Context, servers []string, run func(ctx context.Conte
 			continue
 		}
 		if n > 0 {
-			s.s.Telemetry().Reconnected()
+			s.inner().Telemetry().Reconnected()
 			log.Info("zkrecipes: supervise: new session", "session", fmt.Sprintf("0x%x", s.ID()))
 		}
 		backoff = superviseFirstBackoff

@@ -86,7 +86,7 @@ func Watch(ctx context.Context, s *Session, path string, opts ...WatchOption) it
 			return
 		}
 		f := nodewatch.Follow{Data: true, Children: o.children}
-		for st, err := range nodewatch.Node(ctx, s.s, path, f) {
+		for st, err := range nodewatch.Node(ctx, s.inner(), path, f) {
 			if err != nil {
 				yield(NodeState{}, fmt.Errorf("zkrecipes: watch %s: %w", path, err))
 				return

@@ -53,7 +53,7 @@ func newOptions(s *zkrecipes.Session, path string, opts []Option) (options, erro
 	if s == nil {
 		return o, fmt.Errorf("zklock: %w: nil Session", zkrecipes.ErrInvalidArgument)
 	}
-	o.s, o.dir = s.Internal(session.Key{}), path
+	o.s, o.dir = session.Of(s), path
 	if err := o.s.Err(); err != nil {
 		return o, fmt.Errorf("zklock: session is over: %w", err)
 	}

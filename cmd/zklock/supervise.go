@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes"
-	"github.com/zkrecipes/zkrecipes/internal/session"
 )
 
 // child is a CMD that zklock runs while it holds something: a lock, a
@@ -154,7 +153,7 @@ func (ch child) tellDeadlines(g *group) {
 	if ch.session == nil {
 		return
 	}
-	lost, expiry := ch.session.Internal(session.Key{}).Remaining()
+	lost, expiry := ch.session.Remaining()
 	g.deadlines(lost, expiry)
 }
 
@@ -165,7 +164,7 @@ func (ch child) killDelay() time.Duration {
 	if ch.session == nil {
 		return ch.grace
 	}
-	_, expiry := ch.session.Internal(session.Key{}).Remaining()
+	_, expiry := ch.session.Remaining()
 	return max(0, min(ch.grace, expiry-expiryMargin))
 }
 

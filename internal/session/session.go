@@ -369,8 +369,3 @@ type zkLogger struct{ l *slog.Logger }
 func (z zkLogger) Printf(format string, args ...any) {
 	z.l.Debug("zk: " + fmt.Sprintf(format, args...))
 }
-
-// Key unlocks the root package's Session.Internal. Its one field is
-// unexported, so no value of it can be made outside this module, and the
-// plumbing stays out of reach of the module's users.
-type Key struct{ _ struct{} }
