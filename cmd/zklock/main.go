@@ -253,7 +253,6 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes"
-	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // Exit statuses; see the package doc.
@@ -601,7 +600,7 @@ func (c *cli) stopMetrics() {
 
 // checkPath validates a lock path given on the command line.
 func checkPath(p string) error {
-	if err := znode.ValidatePath(p); err != nil {
+	if err := zkrecipes.ValidatePath(p); err != nil {
 		return usageError{err.Error()}
 	}
 	return nil
