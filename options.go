@@ -28,7 +28,7 @@ type options struct {
 	tracers trace.TracerProvider
 	loss    float64 // session.LossFraction, but for tests of the expiry path
 	tick    time.Duration
-	pending time.Duration // telemetry.DefaultPendingMaxAge, but for tests
+	pending time.Duration // see WithPendingMaxAge; 0: telemetry.DefaultPendingMaxAge
 	chroot  string        // "" for none
 	errs    []error
 }
@@ -162,6 +162,21 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 			return
 		}
 		o.tracers = tp
+	}
+}
+
+// WithPendingMaxAge bounds how old the count of a queue's pending items
+// that zkrecipes.queue.item.pending reports may be (default 15s): a
+// collection that finds it older reads it again, which lists the queue's
+// items on the ensemble. A shorter age shows changes sooner, at the cost of
+// a listing per queue and collection.
+func WithPendingMaxAge(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 {
+			o.errs = append(o.errs, fmt.Errorf("zkrecipes: %w: pending max age %v must be positive", ErrInvalidArgument, d))
+			return
+		}
+		o.pending = d
 	}
 }
 
