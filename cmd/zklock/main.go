@@ -548,7 +548,7 @@ func (c *cli) connect(ctx context.Context, log *slog.Logger) (*zkrecipes.Session
 	if err != nil {
 		return nil, err
 	}
-	opts := []zkrecipes.Option{zkrecipes.WithSessionTimeout(c.sessionTimeout), zkrecipes.WithLogger(log)}
+	opts := []zkrecipes.Option{zkrecipes.WithSessionTimeout(c.sessionTimeout), zkrecipes.WithLogger(slog.New(sessionOver{log.Handler()}))}
 	opts = append(opts, c.sec.options()...)
 	if c.metricsAddr != "" {
 		m, err := c.startMetrics()
@@ -620,4 +620,26 @@ func (v *verbosity) Set(s string) error {
 		*v++
 	}
 	return nil
+}
+
+// sessionOver lowers the session's own warning that it is over to info:
+// zklock says so itself, once, in its own words (a lost lock, a failed
+// command).
+type sessionOver struct{ slog.Handler }
+
+func (h sessionOver) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "session over" && r.Level == slog.LevelWarn {
+		if r.Level = slog.LevelInfo; !h.Handler.Enabled(ctx, r.Level) {
+			return nil
+		}
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h sessionOver) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return sessionOver{h.Handler.WithAttrs(attrs)}
+}
+
+func (h sessionOver) WithGroup(name string) slog.Handler {
+	return sessionOver{h.Handler.WithGroup(name)}
 }
