@@ -14,14 +14,14 @@ import (
 // leader.
 func (c *cli) lead(args []string) (int, error) {
 	fs := c.flagSet("lead")
-	value := fs.String("value", "", "`text` stored in the contender's node, shown by leader (default: host, pid and CMD)")
+	value := fs.String("value", "", "`text` stored in the contender's node, shown by leader and holders to anyone who may read PATH (default: host and pid; never CMD, which may carry a secret)")
 	h, err := c.parseHeld(fs, args, "lead", "lead [-timeout D] [-value S] [-grace D] PATH -- CMD [ARGS...]",
 		"leadership", "give up (exit 73) if not elected leader within `D`; 0 waits forever")
 	if err != nil {
 		return exitUsage, err
 	}
 	if *value == "" {
-		*value = defaultData(h.argv)
+		*value = defaultData()
 	}
 	h.what = "leadership of " + h.path
 	h.take = func(ctx context.Context, s *zkrecipes.Session) (*zklock.Lease, func(context.Context) error, error) {

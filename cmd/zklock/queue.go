@@ -87,7 +87,7 @@ func (c *cli) queueTake(args []string) (int, error) {
 	if err := c.parse(fs, args, "queue take [-once] [-timeout D] [-max-attempts N] [-backoff D] [-max-backoff D] [-grace D] PATH -- CMD [ARGS...]"); err != nil {
 		return exitUsage, err
 	}
-	path, argv, err := cmdArgs(name, fs.Args())
+	path, argv, err := cmdArgs(name, fs.Args(), false)
 	switch {
 	case err != nil:
 		return exitUsage, err
@@ -196,7 +196,7 @@ func (t *taker) loop(sigs <-chan os.Signal) (int, error) {
 		t.log.Info("took", "id", job.ID(), "attempt", job.Attempt())
 		out := t.supervise(child{
 			argv:  t.argv,
-			env:   []string{"ZKLOCK_JOB_ID=" + job.ID(), "ZKLOCK_JOB_ATTEMPT=" + strconv.Itoa(job.Attempt())},
+			env:   t.jobEnv(job),
 			stdin: bytes.NewReader(job.Data()),
 			what:  fmt.Sprintf("the claim on %s item %s", t.path, job.ID()),
 			grace: t.grace,
@@ -270,7 +270,7 @@ func (t *taker) work(sigs <-chan os.Signal) (int, error) {
 		t.log.Info("took", "id", job.ID(), "attempt", job.Attempt())
 		out := t.supervise(child{
 			argv:  t.argv,
-			env:   []string{"ZKLOCK_JOB_ID=" + job.ID(), "ZKLOCK_JOB_ATTEMPT=" + strconv.Itoa(job.Attempt())},
+			env:   t.jobEnv(job),
 			stdin: bytes.NewReader(job.Data()),
 			what:  fmt.Sprintf("the claim on %s item %s", t.path, job.ID()),
 			grace: t.grace,
@@ -338,6 +338,17 @@ func (t *taker) take(ctx context.Context) (*fairqueue.Job, error) {
 		err = fmt.Errorf("%w: %w", errTimeout, err)
 	}
 	return job, err
+}
+
+// jobEnv is what CMD learns of its item from its environment: the queue's
+// path, the item's id and delivery, and the session's id.
+func (t *taker) jobEnv(job *fairqueue.Job) []string {
+	return []string{
+		"ZKLOCK_PATH=" + t.path,
+		"ZKLOCK_JOB_ID=" + job.ID(),
+		"ZKLOCK_JOB_ATTEMPT=" + strconv.Itoa(job.Attempt()),
+		"ZKLOCK_SESSION=" + sessionID(t.s.ID()),
+	}
 }
 
 // The defaults of queue take: a CMD that fails on every item must not
