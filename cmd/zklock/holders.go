@@ -26,6 +26,9 @@ func (c *cli) holders(args []string) (int, error) {
 		return exitFailure, err
 	}
 	defer done()
+	if err := lineUse("holders", kindLock, false).with(kindSemaphore, kindElection).check(s, path); err != nil {
+		return failed(err)
+	}
 	children, err := listChildren(s, path)
 	if err != nil {
 		return exitFailure, fmt.Errorf("holders %s: %w", path, err)

@@ -24,6 +24,7 @@ func (c *cli) lead(args []string) (int, error) {
 		*value = defaultData()
 	}
 	h.what = "leadership of " + h.path
+	h.use = lineUse("lead", kindElection, true)
 	h.take = func(ctx context.Context, s *zkrecipes.Session) (*zklock.Lease, func(context.Context) error, error) {
 		el, err := zklock.NewElection(s, h.path)
 		if err != nil {
@@ -46,9 +47,9 @@ func (c *cli) leader(args []string) (int, error) {
 		return exitUsage, err
 	}
 
-	ctx, el, done, err := openUntilSignal(c, path, zklock.NewElection)
+	ctx, el, done, err := openUntilSignal(c, path, lineUse("leader", kindElection, false), zklock.NewElection)
 	if err != nil {
-		return exitFailure, err
+		return failed(err)
 	}
 	defer done()
 	l, err := el.Leader(ctx)

@@ -262,6 +262,8 @@ const (
 	exitUsage        = 2
 	exitNoLeader     = 3
 	exitNoDeadLetter = 3  // queue requeue
+	exitNoPath       = 4  // PATH does not exist
+	exitWrongRecipe  = 5  // PATH holds another recipe
 	exitTimeout      = 73 // EX_CANTCREAT
 	exitLost         = 75 // EX_TEMPFAIL
 	exitNoExec       = 126
@@ -352,7 +354,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, &ue):
 		return c.usage(ue)
 	case err != nil:
-		fmt.Fprintf(stderr, "zklock: %v\n", err)
+		fmt.Fprintf(stderr, "zklock: %s\n", errText(err))
 	}
 	return code
 }
@@ -464,9 +466,9 @@ Exit status:
 // usage reports bad input with the usage of the command, if one was given.
 func (c *cli) usage(err error) int {
 	if c.synopsis == "" {
-		fmt.Fprintf(c.stderr, "zklock: %v\n\n%s", err, usage)
+		fmt.Fprintf(c.stderr, "zklock: %s\n\n%s", errText(err), usage)
 	} else {
-		fmt.Fprintf(c.stderr, "zklock: %v\nUsage: zklock %s\n", err, c.synopsis)
+		fmt.Fprintf(c.stderr, "zklock: %s\nUsage: zklock %s\n", errText(err), c.synopsis)
 	}
 	return exitUsage
 }
@@ -596,6 +598,18 @@ func (c *cli) stopMetrics() {
 		}
 		c.metrics = nil
 	}
+}
+
+// errText is err's text for a line that zklock prefixes with its name:
+// without the name of the library's package that returned it ("zklock: "
+// of package zklock, "zkrecipes: ", "fairqueue: "), which would only say
+// it again or say where in the library it was made.
+func errText(err error) string {
+	text := err.Error()
+	for _, pkg := range []string{"zklock: ", "zkrecipes: ", "fairqueue: "} {
+		text = strings.TrimPrefix(text, pkg)
+	}
+	return text
 }
 
 // checkPath validates a lock path given on the command line.

@@ -123,7 +123,7 @@ func (c *cli) queueTake(args []string) (int, error) {
 		q *fairqueue.Queue
 	}
 	o, sig, err := interruptible(sigs, func(ctx context.Context) (opened, error) {
-		s, q, err := openRecipe(ctx, c, path, fairqueue.New, opts...)
+		s, q, err := openRecipe(ctx, c, path, useQueue(name, true), fairqueue.New, opts...)
 		return opened{s, q}, err
 	})
 	if o.s != nil {
@@ -133,7 +133,7 @@ func (c *cli) queueTake(args []string) (int, error) {
 	case sig != nil:
 		return t.interrupted(sig)
 	case err != nil:
-		return exitFailure, err
+		return failed(err)
 	}
 	t.s, t.q = o.s, o.q
 	return t.loop(sigs)
@@ -209,7 +209,7 @@ func (t *taker) loop(sigs <-chan os.Signal) (int, error) {
 			return exitLost, nil // reported when it happened
 		}
 		if err := t.settle(job, out.code); errors.Is(err, fairqueue.ErrClaimLost) {
-			fmt.Fprintf(t.stderr, "zklock: lost the claim on %s item %s: %v\n", t.path, job.ID(), err)
+			fmt.Fprintf(t.stderr, "zklock: lost the claim on %s item %s: %s\n", t.path, job.ID(), lossCause(err))
 			return exitLost, nil
 		} else if err != nil {
 			return exitFailure, err
@@ -462,9 +462,9 @@ func (c *cli) queueLs(args []string) (int, error) {
 		return exitUsage, err
 	}
 
-	ctx, q, done, err := openUntilSignal(c, path, fairqueue.New)
+	ctx, q, done, err := openUntilSignal(c, path, useQueue("queue ls", false), fairqueue.New)
 	if err != nil {
-		return exitFailure, err
+		return failed(err)
 	}
 	defer done()
 	n, err := q.Len(ctx)
@@ -500,9 +500,9 @@ func (c *cli) queueDead(args []string) (int, error) {
 		return exitUsage, err
 	}
 
-	ctx, q, done, err := openUntilSignal(c, path, fairqueue.New)
+	ctx, q, done, err := openUntilSignal(c, path, useQueue("queue dead", false), fairqueue.New)
 	if err != nil {
-		return exitFailure, err
+		return failed(err)
 	}
 	defer done()
 	dead, err := q.DeadLetters(ctx)
@@ -557,9 +557,9 @@ func (c *cli) queueRequeue(args []string) (int, error) {
 		return exitUsage, usagef("%s: missing ID after PATH", name)
 	}
 
-	ctx, q, done, err := openUntilSignal(c, path, fairqueue.New)
+	ctx, q, done, err := openUntilSignal(c, path, useQueue(name, false), fairqueue.New)
 	if err != nil {
-		return exitFailure, err
+		return failed(err)
 	}
 	defer done()
 	code := exitOK
@@ -567,10 +567,18 @@ func (c *cli) queueRequeue(args []string) (int, error) {
 	for _, id := range ids {
 		newID, err := q.Requeue(ctx, id)
 		switch {
+		case errors.Is(err, zkrecipes.ErrInvalidArgument):
+			// Checked before anything is sent: bad input, as a usage
+			// error is; the other ids are requeued all the same.
+			fmt.Fprintf(c.stderr, "zklock: %s: %q is no item id (queue dead lists the ids)\n", name, id)
+			out.Malformed = append(out.Malformed, id)
+			code = exitUsage
 		case errors.Is(err, fairqueue.ErrNoDeadLetter):
-			fmt.Fprintf(c.stderr, "zklock: %s: no dead letter %s\n", path, id)
+			fmt.Fprintf(c.stderr, "zklock: %s: %s has no dead letter %s\n", name, path, id)
 			out.NotFound = append(out.NotFound, id)
-			code = exitNoDeadLetter
+			if code == exitOK {
+				code = exitNoDeadLetter
+			}
 		case err != nil && c.json:
 			if _, perr := c.printJSON(exitFailure, out); perr != nil {
 				return exitFailure, perr
@@ -592,9 +600,10 @@ func (c *cli) queueRequeue(args []string) (int, error) {
 
 // jsonRequeue is queue requeue's output.
 type jsonRequeue struct {
-	Path     string         `json:"path"`
-	Requeued []jsonRequeued `json:"requeued"`
-	NotFound []string       `json:"not_found,omitempty"` // ids that are no dead letter
+	Path      string         `json:"path"`
+	Requeued  []jsonRequeued `json:"requeued"`
+	NotFound  []string       `json:"not_found,omitempty"` // ids that are no dead letter
+	Malformed []string       `json:"malformed,omitempty"` // arguments that are no item id
 }
 
 type jsonRequeued struct {

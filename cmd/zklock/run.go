@@ -40,6 +40,7 @@ func (c *cli) run(args []string) (int, error) {
 		*data = defaultData()
 	}
 	h.what = "the lock on " + h.path
+	h.use = lineUse("run", kindLock, true)
 	acquire := func(s *zkrecipes.Session) (func(context.Context) (*zklock.Lease, error), error) {
 		m, err := zklock.NewMutex(s, h.path, zklock.WithData([]byte(*data)))
 		if err != nil {
@@ -49,6 +50,7 @@ func (c *cli) run(args []string) (int, error) {
 	}
 	if *permits > 0 {
 		h.what = fmt.Sprintf("a permit of %d on %s", *permits, h.path)
+		h.use = lineUse("run -n", kindSemaphore, true)
 		acquire = func(s *zkrecipes.Session) (func(context.Context) (*zklock.Lease, error), error) {
 			sm, err := zklock.NewSemaphore(s, h.path, *permits, zklock.WithData([]byte(*data)))
 			if err != nil {
@@ -78,6 +80,7 @@ type held struct {
 	argv    []string
 	timeout time.Duration // 0: wait forever
 	grace   time.Duration // between SIGTERM and SIGKILL to CMD's group
+	use     use           // what PATH may hold
 
 	// take waits, on the session s, until it holds; ctx ends the wait. It
 	// returns the lease and what gives it up.
@@ -251,7 +254,8 @@ func (c *cli) acquire(h held, sigs <-chan os.Signal) (*zkrecipes.Session, *zkloc
 	case errors.Is(r.err, errTimeout):
 		return nil, nil, nil, exitTimeout, fmt.Errorf("did not get %s within %v", h.what, h.timeout)
 	case r.err != nil:
-		return nil, nil, nil, exitFailure, r.err
+		code, err := failed(r.err)
+		return nil, nil, nil, code, err
 	}
 	c.log.Info("acquired", "what", h.what, "token", r.lease.Token(), "waited", time.Since(begin).Round(time.Millisecond))
 	return r.s, r.lease, r.release, exitOK, nil
@@ -262,6 +266,10 @@ func (c *cli) acquire(h held, sigs <-chan os.Signal) (*zkrecipes.Session, *zkloc
 func (c *cli) take(ctx context.Context, h held) (*zkrecipes.Session, *zklock.Lease, func(context.Context) error, error) {
 	s, err := c.connect(ctx, c.log)
 	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := h.use.check(s, h.path); err != nil {
+		s.Close()
 		return nil, nil, nil, err
 	}
 	if h.timeout > 0 {

@@ -68,7 +68,7 @@ func (c *cli) supervise(ch child, sigs <-chan os.Signal) outcome {
 
 	g, err := startGroup(ch, c.stdout, c.stderr)
 	if err != nil {
-		fmt.Fprintf(c.stderr, "zklock: %v\n", err)
+		fmt.Fprintf(c.stderr, "zklock: %s\n", errText(err))
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, iofs.ErrNotExist) {
 			return outcome{code: exitNotFound}
 		}
@@ -129,7 +129,7 @@ func (c *cli) supervise(ch child, sigs <-chan os.Signal) outcome {
 				fmt.Fprintf(c.stderr, "zklock: the process that watched %s died (%v); sending SIGKILL to its process group %d\n",
 					name, ev.how, g.pgid)
 				if err := g.killGroup(); err != nil {
-					fmt.Fprintf(c.stderr, "zklock: %v\n", err)
+					fmt.Fprintf(c.stderr, "zklock: %s\n", errText(err))
 				}
 				out.code = exitFailure
 				return ended()
@@ -201,7 +201,7 @@ func lossCause(err error) string {
 			return text[i+len(sentinel.Error())+2:]
 		}
 	}
-	return strings.TrimPrefix(text, "zklock: ")
+	return errText(err)
 }
 
 // deadlineEvery is how often zklock tells the guard the session's

@@ -47,6 +47,10 @@ func (c *cli) watch(args []string) (int, error) {
 		return exitFailure, err
 	}
 	defer s.Close()
+	u := use{name: "watch", kinds: []string{kindLock, kindSemaphore, kindElection}, create: true}
+	if err := u.check(s, path); err != nil {
+		return failed(err)
+	}
 	w := newLineWatcher(ctx, s, path, !*once)
 	defer w.stop()
 	tty := !*once && !c.json && isTerminal(c.stdout)
