@@ -56,9 +56,12 @@ type handle = session.Handle
 // be read fails Connect at once, with an error wrapping ErrInvalidArgument
 // that names it. Servers that cannot be reached are tried again while ctx
 // lives (they may be starting); if it ends first, the error wraps its cause
-// and the failure of the latest attempt ("connect to 127.0.0.1:1: context
-// deadline exceeded (latest attempt: dial tcp 127.0.0.1:1: connect:
-// connection refused)").
+// and the failure of the latest attempt at each address tried ("connect to
+// 127.0.0.1:1: context deadline exceeded (tried dial tcp 127.0.0.1:1:
+// connect: connection refused)"). A peer that answers, but not as a
+// ZooKeeper server (another protocol; a plaintext port to WithTLS), will
+// not become one: once the latest attempt at every address failed so (or
+// as WithTLS tells), Connect returns at once, naming each.
 func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, error) {
 	o := options{timeout: 10 * time.Second, logger: slog.New(slog.DiscardHandler), dialer: net.DialTimeout, loss: session.LossFraction}
 	for _, opt := range opts {

@@ -339,7 +339,10 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		if fs.NArg() > 0 {
 			return c.usage(usagef("-version takes no arguments, got %q", fs.Args()))
 		}
-		fmt.Fprintf(stdout, "zklock %s\n", version())
+		if err := printVersion(stdout); err != nil {
+			fmt.Fprintf(stderr, "zklock: %v\n", err)
+			return exitFailure
+		}
 		return exitOK
 	}
 	if fs.NArg() == 0 {
@@ -370,7 +373,20 @@ func (c *cli) commands() map[string]func([]string) (int, error) {
 		"queue":   c.queue,
 		"demo":    c.demo,
 		"help":    c.help,
+		"version": c.version,
 	}
+}
+
+// version is `zklock version`.
+func (c *cli) version(args []string) (int, error) {
+	c.synopsis = "version"
+	if len(args) > 0 {
+		return exitUsage, usagef("version takes no arguments, got %q", args)
+	}
+	if err := printVersion(c.stdout); err != nil {
+		return exitFailure, err
+	}
+	return exitOK, nil
 }
 
 // dispatch runs the command args name.

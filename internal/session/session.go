@@ -101,14 +101,22 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		kick:     make(chan struct{}, 1),
 		closeReq: make(chan struct{}),
 	}
-	tried := &attempts{} // for the error of a Connect whose ctx ends first
-	dial, hosts := tried.dialer(cfg.Dialer), zk.WithHostProvider(zk.NewDNSHostProvider())
+	var hosts zk.HostProvider = zk.NewDNSHostProvider()
 	var tt *tlsTransport // nil without TLS
-	probe := prober{}
 	if cfg.TLS != nil {
+		tt = newTLSTransport(cfg.Dialer, cfg.TLS)
+		hosts = tt
+	}
+	// What each address's latest attempt failed with: for Connect's error,
+	// and to give up at once when every address refuses.
+	tried := newAttempts(s.signal, hosts)
+	dial, unanswered := tried.dialer(cfg.Dialer), func(addr string, err error) { tried.failed(addr, err, false) }
+	probe := prober{}
+	if tt != nil {
 		// Under the wire watcher, which must see the plaintext protocol.
-		tt = newTLSTransport(cfg.Dialer, cfg.TLS, s.signal, tried)
-		dial, hosts = tt.dial, zk.WithHostProvider(tt)
+		// It records its own failures, the first reads' included.
+		tt.tried = tried
+		dial, unanswered = tt.dial, nil
 		probe = prober{tls: cfg.TLS, serverName: tt.serverName}
 	}
 	if cfg.Chroot != "" {
@@ -118,10 +126,11 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		dial = chroot.Dial(cfg.Chroot, dial)
 	}
 	s.tr = wire.New(wire.Config{OnHandshake: s.signal, HandshakeWait: max(time.Second, cfg.Timeout/3),
-		Probe: probe.probe, Tick: cfg.Tick, Refused: tried.failed})
+		Probe: probe.probe, Tick: cfg.Tick, Unanswered: unanswered,
+		Refused: func(addr string, err error) { tried.failed(addr, err, true) }})
 	conn, _, err := zk.Connect(cfg.Servers, cfg.Timeout,
 		zk.WithDialer(s.tr.Dialer(dial)),
-		hosts,
+		zk.WithHostProvider(hosts),
 		zk.WithEventCallback(s.onEvent),
 		zk.WithLogger(zkLogger{cfg.Logger}),
 		zk.WithLogInfo(false),
@@ -141,17 +150,17 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	for s.tr.SessionID() == 0 || conn.State() != zk.StateHasSession || !s.st.established() {
 		select {
 		case <-s.kick:
-			// Every server failed TLS in a way no redial cures: say so now
-			// rather than when ctx ends.
-			if err := tt.refusal(); err != nil {
+			// Every address refused in a way no redial cures (no ZooKeeper
+			// there, a TLS refusal): say so now rather than when ctx ends.
+			if err := tried.refusal(); err != nil {
 				fail()
 				return nil, fmt.Errorf("connect to %s: %w", strings.Join(cfg.Servers, ","), err)
 			}
 		case <-ctx.Done():
 			fail()
 			servers := strings.Join(cfg.Servers, ",")
-			if last := tried.latest(); last != nil {
-				return nil, fmt.Errorf("connect to %s: %w (latest attempt: %w)", servers, context.Cause(ctx), last)
+			if errs := tried.tried(); errs != nil {
+				return nil, fmt.Errorf("connect to %s: %w (tried %w)", servers, context.Cause(ctx), errs)
 			}
 			return nil, fmt.Errorf("connect to %s: %w", servers, context.Cause(ctx))
 		}
