@@ -270,8 +270,10 @@ const (
 	exitNotFound     = 127
 )
 
-// connectTimeout bounds how long a command waits for a ZooKeeper session.
-const connectTimeout = 15 * time.Second
+// defaultConnectTimeout bounds how long a command waits for a ZooKeeper
+// session (-connect-timeout): a server that answers gives one in
+// milliseconds, and one that cannot be had is better said soon.
+const defaultConnectTimeout = 5 * time.Second
 
 func main() {
 	if os.Getenv(guardEnv) != "" { // zklock started itself to guard a CMD
@@ -284,6 +286,7 @@ func main() {
 type cli struct {
 	servers        string
 	sessionTimeout time.Duration
+	connectTimeout time.Duration
 	verbosity      verbosity
 	json           bool   // -json: print listings as JSON
 	metricsAddr    string // -metrics: serve Prometheus metrics there
@@ -323,7 +326,8 @@ func flagStatus(err error) int {
 
 // realMain runs the command line args and returns the exit status.
 func realMain(args []string, stdout, stderr io.Writer) int {
-	c := &cli{servers: os.Getenv("ZK_CONNECT"), sessionTimeout: 10 * time.Second, stdout: stdout, stderr: stderr}
+	c := &cli{servers: os.Getenv("ZK_CONNECT"), sessionTimeout: 10 * time.Second, connectTimeout: defaultConnectTimeout,
+		stdout: stdout, stderr: stderr}
 	if c.servers == "" {
 		c.servers = "127.0.0.1:2181"
 	}
@@ -496,6 +500,7 @@ func (c *cli) flagSet(name string) *flag.FlagSet {
 	fs.SetOutput(c.stderr)
 	fs.StringVar(&c.servers, "zk", c.servers, "the ZooKeeper `SERVERS`, a comma-separated host:port list, optionally ending in /chroot ($ZK_CONNECT)")
 	fs.DurationVar(&c.sessionTimeout, "session-timeout", c.sessionTimeout, "ZooKeeper session timeout `D`")
+	fs.DurationVar(&c.connectTimeout, "connect-timeout", c.connectTimeout, "give up connecting after `D`, and say what was tried")
 	fs.Var(&c.verbosity, "v", "more logging (repeat for more)")
 	fs.BoolVar(&c.json, "json", c.json, "print listings as JSON")
 	fs.StringVar(&c.metricsAddr, "metrics", c.metricsAddr, "serve Prometheus metrics at http://`ADDR`/metrics")
@@ -530,6 +535,9 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, synopsis string) error {
 	if c.sessionTimeout <= 0 {
 		return usagef("-session-timeout must be positive")
 	}
+	if c.connectTimeout <= 0 {
+		return usagef("-connect-timeout must be positive")
+	}
 	if err := c.sec.check(); err != nil {
 		return err
 	}
@@ -559,7 +567,8 @@ func (c *cli) serverList() ([]string, error) {
 	return servers, nil
 }
 
-// connect opens a session, giving up after connectTimeout or when ctx ends.
+// connect opens a session, giving up after -connect-timeout or when ctx
+// ends.
 // log tags the session's own log lines.
 func (c *cli) connect(ctx context.Context, log *slog.Logger) (*zkrecipes.Session, error) {
 	servers, err := c.serverList()
@@ -575,7 +584,7 @@ func (c *cli) connect(ctx context.Context, log *slog.Logger) (*zkrecipes.Session
 		}
 		opts = append(opts, zkrecipes.WithMeterProvider(m.provider))
 	}
-	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, c.connectTimeout, fmt.Errorf("-connect-timeout %v passed", c.connectTimeout))
 	defer cancel()
 	s, err := zkrecipes.Connect(ctx, servers, opts...)
 	if errors.Is(err, zkrecipes.ErrInvalidArgument) {
