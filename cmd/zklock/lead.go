@@ -15,7 +15,7 @@ import (
 func (c *cli) lead(args []string) (int, error) {
 	fs := c.flagSet("lead")
 	value := fs.String("value", "", "`text` stored in the contender's node, shown by leader and holders to anyone who may read PATH (default: host and pid; never CMD, which may carry a secret)")
-	h, err := c.parseHeld(fs, args, "lead", "lead [-timeout D] [-value S] [-grace D] PATH -- CMD [ARGS...]",
+	h, err := c.parseHeld(fs, args, "lead", "lead [-timeout D] [-value S] [-grace D] PATH [-- CMD [ARGS...]]",
 		"leadership", "give up (exit 73) if not elected leader within `D`; 0 waits forever")
 	if err != nil {
 		return exitUsage, err
@@ -64,10 +64,10 @@ func (c *cli) leader(args []string) (int, error) {
 	case c.json:
 		v := newJSONData(l.Value)
 		return c.printJSON(exitOK, jsonLeader{Path: path, Leader: &jsonLeaderNode{
-			Path: l.Path, Session: sessionID(l.SessionID), Term: l.Token, Value: v.Data, Base64: v.Base64}})
+			Path: l.Path, Session: sessionID(l.SessionID), Token: l.Token, Value: v.Data, Base64: v.Base64}})
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "LEADER\tSESSION\tTERM\tVALUE")
+	fmt.Fprintln(tw, "NODE\tSESSION\tTOKEN\tVALUE")
 	fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", l.Path, sessionID(l.SessionID), l.Token, printable(l.Value))
 	tw.Flush()
 	return exitOK, nil

@@ -423,7 +423,7 @@ func TestLeadTimeoutAndLeader(t *testing.T) {
 	}
 
 	code, out := leaderOf(t, addr, path)
-	want := regexp.MustCompile(`^LEADER +SESSION +TERM +VALUE\n` + regexp.QuoteMeta(path) + `/\S+-elect-\d+ +0x[0-9a-f]+ +` +
+	want := regexp.MustCompile(`^NODE +SESSION +TOKEN +VALUE\n` + regexp.QuoteMeta(path) + `/\S+-elect-\d+ +0x[0-9a-f]+ +` +
 		regexp.QuoteMeta(string(token)) + ` +the leader\n$`)
 	if code != 0 || !want.MatchString(out) {
 		t.Fatalf("leader: status %d, printed:\n%s\nwant status 0 and a match for %s", code, out, want)

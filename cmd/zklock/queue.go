@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -29,8 +30,8 @@ func (c *cli) queue(args []string) (int, error) {
 	// Common flags may come between queue and the subcommand; the
 	// subcommand checks them.
 	fs := c.flagSet("queue")
-	c.synopsis = "queue put|take|ls|dead|requeue [FLAGS] PATH [ARGS]"
-	fs.Usage = func() { fmt.Fprintf(c.stderr, "Usage: zklock %s\n", c.synopsis) }
+	c.synopsis = "queue SUBCOMMAND [FLAGS] PATH [ARGS]\n\nSubcommands:\n" + queueUsage()
+	fs.Usage = func() { fmt.Fprintf(c.stderr, "Usage: zklock %s", c.synopsis) }
 	if err := fs.Parse(args); err != nil {
 		return exitUsage, flagError{err}
 	}
@@ -42,6 +43,12 @@ func (c *cli) queue(args []string) (int, error) {
 		return exitUsage, usagef("queue: unknown subcommand %q: want put, take, ls, dead or requeue", fs.Arg(0))
 	}
 	return sub(fs.Args()[1:])
+}
+
+// queueUsage is what the usage says of the queue subcommands.
+func queueUsage() string {
+	from := strings.Index(usage, "  queue put")
+	return usage[from : from+strings.Index(usage[from:], "  demo")]
 }
 
 // queuePath parses the arguments of a queue subcommand: flags, PATH, and the

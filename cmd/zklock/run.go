@@ -28,7 +28,7 @@ func (c *cli) run(args []string) (int, error) {
 	fs := c.flagSet("run")
 	data := fs.String("data", "", "`text` stored in the lock node, shown by holders to anyone who may read PATH (default: host and pid; never CMD, which may carry a secret)")
 	permits := fs.Int("n", 0, "hold one of `N` permits of a semaphore at PATH instead of the lock: at most N CMDs run at once (as consul lock -n)")
-	h, err := c.parseHeld(fs, args, "run", "run [-n N] [-timeout D] [-data S] [-grace D] PATH -- CMD [ARGS...]",
+	h, err := c.parseHeld(fs, args, "run", "run [-n N] [-timeout D] [-data S] [-grace D] PATH [-- CMD [ARGS...]]",
 		"the lock", "give up (exit 73) if the lock is not acquired within `D`; 0 waits forever")
 	if err != nil {
 		return exitUsage, err

@@ -15,8 +15,8 @@ const library = "github.com/zkrecipes/zkrecipes"
 // line each. A module's version is a release's tag when installed with go
 // install, a pseudo-version when built in a git checkout (Go 1.24 on;
 // "+dirty" with uncommitted changes), "(devel)" without version control
-// information; a library replaced by a directory shows as "v0.0.0 =>
-// DIR", as go version -m shows it.
+// information; a library replaced shows as "v0.0.0 => DIR (devel)", as
+// go version -m shows it.
 func printVersion(w io.Writer) error {
 	cmd, lib := "(devel)", "(unknown)"
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -38,8 +38,6 @@ func moduleVersion(d *debug.Module) string {
 	switch r := d.Replace; {
 	case r == nil:
 		return d.Version
-	case r.Version == "":
-		return d.Version + " => " + r.Path
 	default:
 		return d.Version + " => " + r.Path + " " + r.Version
 	}
