@@ -116,7 +116,7 @@ func WithDialer(d zk.Dialer) Option {
 // WithMeterProvider sets where the Session and the recipes on it record
 // their metrics (OpenTelemetry; default: otel.GetMeterProvider(), which
 // records nothing until the program installs an SDK). The instruments, named
-// by OpenTelemetry's semantic conventions (the README has the table, with
+// by OpenTelemetry's semantic conventions (docs/telemetry.md has the table, with
 // every attribute's values):
 //
 //	zkrecipes.session.count              UpDownCounter  {session}  zkrecipes.session.state: connected, suspended

@@ -33,7 +33,7 @@ import (
 // pings and reads on its own. Proof needs a chain of replies that passed
 // through the leader (a read, one leader ping later a sync, then a write);
 // a busy session's own traffic makes them, an idle one sends one every
-// second or few (README: "What the mutex guarantees"). So its users are
+// second or few (docs/loss-bound.md). So its users are
 // told at least a fifth of the timeout before any leader can expire it and
 // hand its locks to anyone else, whichever server it is connected to.
 //

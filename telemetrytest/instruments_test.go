@@ -79,7 +79,7 @@ func setString(s attribute.Set) string {
 }
 
 // Every instrument, with its name, kind, unit and attribute sets, as the
-// README's table gives them; the scope's name.
+// docs/telemetry.md's table gives them; the scope's name.
 func TestInstruments(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))

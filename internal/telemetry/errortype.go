@@ -10,7 +10,7 @@ import (
 // The error.type of a failed wait is the Go name of the sentinel error that
 // says why, as a caller would test it with errors.Is: the "canonical class
 // name identifying the type" of the conventions, for a language whose error
-// classes are sentinel values. The values, documented in the README:
+// classes are sentinel values. The values, documented in docs/telemetry.md:
 //
 //   - context.Canceled, context.DeadlineExceeded: the caller's context
 //     ended (outcome canceled);
