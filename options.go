@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zkrecipes/zkrecipes/internal/session"
-	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // Option configures Connect.
@@ -191,7 +190,7 @@ func WithChroot(path string) Option {
 		if path == "/" {
 			return
 		}
-		if err := znode.ValidatePath(path); err != nil {
+		if err := ValidatePath(path); err != nil {
 			o.errs = append(o.errs, fmt.Errorf("zkrecipes: %w: chroot: %w", ErrInvalidArgument, err))
 			return
 		}

@@ -94,6 +94,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 		Servers: addrs, Chroot: o.chroot, Timeout: o.timeout, Logger: o.logger,
 		Auth: o.auth, ACL: o.acl, Dialer: o.dialer, Loss: o.loss, Tick: o.tick, TLS: o.tls,
 		Telemetry: telemetry.New(telemetry.Config{Meters: o.meters, Tracers: o.tracers, PendingMaxAge: o.pending}),
+		Ends:      ends(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("zkrecipes: %w", err)

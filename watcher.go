@@ -8,7 +8,6 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zkrecipes/internal/nodewatch"
-	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // NodeState is one state of a watched node.
@@ -81,7 +80,7 @@ func Watch(ctx context.Context, s *Session, path string, opts ...WatchOption) it
 			yield(NodeState{}, fmt.Errorf("zkrecipes: watch %s: %w: nil Session", path, ErrInvalidArgument))
 			return
 		}
-		if err := znode.ValidateNodePath(path); err != nil {
+		if err := validateNodePath(path); err != nil {
 			yield(NodeState{}, fmt.Errorf("zkrecipes: watch: %w", err))
 			return
 		}

@@ -72,7 +72,7 @@ func New(s *zkrecipes.Session, path string, opts ...Option) (*Queue, error) {
 	if s == nil {
 		return nil, fmt.Errorf("fairqueue: %w: nil Session", zkrecipes.ErrInvalidArgument)
 	}
-	if err := znode.ValidatePath(path); err != nil {
+	if err := zkrecipes.ValidatePath(path); err != nil {
 		return nil, fmt.Errorf("fairqueue: %w", err)
 	}
 	o := options{bucketSize: defaultBucketSize}

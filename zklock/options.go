@@ -8,7 +8,6 @@ import (
 
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/internal/session"
-	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // Option configures a recipe.
@@ -57,7 +56,7 @@ func newOptions(s *zkrecipes.Session, path string, opts []Option) (options, erro
 	if err := o.s.Err(); err != nil {
 		return o, fmt.Errorf("zklock: session is over: %w", err)
 	}
-	if err := znode.ValidatePath(path); err != nil {
+	if err := zkrecipes.ValidatePath(path); err != nil {
 		return o, fmt.Errorf("zklock: %w", err)
 	}
 	for _, opt := range opts {

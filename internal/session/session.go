@@ -22,13 +22,11 @@ import (
 	"github.com/zkrecipes/zkrecipes/internal/wire"
 )
 
-// The ends of a session; the root package exports them, under the names
-// they are reported by as error.type.
-var (
-	ErrExpired = telemetry.Sentinel("session expired", "zkrecipes.ErrSessionExpired")
-	ErrLost    = telemetry.Sentinel("session lost", "zkrecipes.ErrSessionLost")
-	ErrClosed  = telemetry.Sentinel("session closed", "zkrecipes.ErrClosed")
-)
+// Ends are the errors a session ends with, which Err wraps: the root
+// package's sentinels (ErrSessionExpired, ErrSessionLost, ErrClosed), made
+// there so that its documentation shows them as they are, and named for
+// telemetry (telemetry.Named) by their exported names.
+type Ends struct{ Expired, Lost, Closed error }
 
 // LossFraction is how much of the negotiated timeout may pass after the
 // latest proven contact before the Session gives itself up (see
@@ -65,12 +63,15 @@ type Config struct {
 	// Telemetry records what the session and its recipes do; nil records
 	// nothing.
 	Telemetry *telemetry.T
+	// Ends are the errors the session ends with.
+	Ends Ends
 }
 
 // Session is one ZooKeeper session; see the root package's Session for its
 // contract.
 type Session struct {
 	loss float64
+	ends Ends
 	conn *zk.Conn
 	id   int64
 	log  *slog.Logger
@@ -94,6 +95,7 @@ type Session struct {
 func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	s := &Session{
 		loss:     cfg.Loss,
+		ends:     cfg.Ends,
 		tel:      cfg.Telemetry,
 		log:      cfg.Logger,
 		acl:      cfg.ACL,
@@ -221,8 +223,8 @@ func (s *Session) Created(path string) (int64, bool) { return s.tr.Created(path)
 // Done is closed once the session is over for good.
 func (s *Session) Done() <-chan struct{} { return s.done }
 
-// Err is nil while the session lives; then ErrExpired, ErrLost or
-// ErrClosed, possibly wrapped with detail.
+// Err is nil while the session lives; then one of the Ends, possibly
+// wrapped with detail.
 func (s *Session) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -277,9 +279,9 @@ func (s *Session) monitor() {
 	for why == nil {
 		switch sid := s.tr.SessionID(); {
 		case s.expired.Load() || sid == 0:
-			why = ErrExpired
+			why = s.ends.Expired
 		case sid != s.id:
-			why = fmt.Errorf("%w: the client moved to session 0x%x", ErrExpired, sid)
+			why = fmt.Errorf("%w: the client moved to session 0x%x", s.ends.Expired, sid)
 		}
 		if why != nil {
 			break
@@ -311,7 +313,7 @@ func (s *Session) monitor() {
 		case d := <-proved:
 			proving, rtt = false, max(10*time.Millisecond, d)
 		case <-s.closeReq:
-			why = ErrClosed
+			why = s.ends.Closed
 		}
 	}
 	s.finish(why)
@@ -329,7 +331,7 @@ func (s *Session) lossError(unproven time.Duration) error {
 		how = "known"
 	}
 	return fmt.Errorf("%w: no proof of contact with the ensemble's leader for %v (timeout %v; server %s; tickTime %v, %s)",
-		ErrLost, unproven.Round(time.Millisecond), s.Timeout(), s.tr.Mode(), tick, how)
+		s.ends.Lost, unproven.Round(time.Millisecond), s.Timeout(), s.tr.Mode(), tick, how)
 }
 
 func (s *Session) finish(why error) {
@@ -339,14 +341,14 @@ func (s *Session) finish(why error) {
 	s.st.end(why)
 	close(s.done)
 	switch {
-	case errors.Is(why, ErrClosed):
+	case errors.Is(why, s.ends.Closed):
 		s.tel.SessionEnded("closed")
-	case errors.Is(why, ErrLost):
+	case errors.Is(why, s.ends.Lost):
 		s.tel.SessionEnded("lost")
 	default:
 		s.tel.SessionEnded("expired")
 	}
-	if errors.Is(why, ErrClosed) {
+	if errors.Is(why, s.ends.Closed) {
 		s.log.Debug("session closed")
 	} else {
 		s.log.Warn("session over", "err", why)

@@ -9,10 +9,18 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// error.type names the innermost sentinel that has a name.
+// error.type names the innermost sentinel that has a name: one Named, or
+// one the recipe's Names knows.
 func TestErrorType(t *testing.T) {
-	expired := Sentinel("session expired", "zkrecipes.ErrSessionExpired")
-	lost := Sentinel("lock lost", "zklock.ErrLockLost")
+	errExpired := errors.New("session expired")
+	expired := Named(errExpired, "zkrecipes.ErrSessionExpired")
+	lost := errors.New("lock lost")
+	names := func(e error) string {
+		if e == lost {
+			return "zklock.ErrLockLost"
+		}
+		return ""
+	}
 	for _, tc := range []struct {
 		err  error
 		want string
@@ -25,11 +33,14 @@ func TestErrorType(t *testing.T) {
 		{errors.New("something else"), "_OTHER"},
 		{fmt.Errorf("wrapped: %w", errors.New("something else")), "_OTHER"},
 	} {
-		if got := ErrorType(tc.err); got != tc.want {
+		if got := ErrorType(tc.err, names); got != tc.want {
 			t.Errorf("ErrorType(%q) = %q, want %q", tc.err, got, tc.want)
 		}
 	}
-	if !errors.Is(fmt.Errorf("a: %w", expired), expired) {
-		t.Error("a Sentinel is not found by errors.Is")
+	if !errors.Is(fmt.Errorf("a: %w", expired), errExpired) || expired.Error() != errExpired.Error() {
+		t.Error("a Named sentinel is not the sentinel it names, for errors.Is and in its text")
+	}
+	if got := ErrorType(fmt.Errorf("a: %w", lost)); got != "_OTHER" {
+		t.Errorf("without the recipe's Names, a sentinel of its is %q, want _OTHER", got)
 	}
 }
