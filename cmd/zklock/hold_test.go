@@ -146,3 +146,36 @@ func TestHoldWithoutCMD(t *testing.T) {
 		}
 	}
 }
+
+// `run PATH` without CMD that loses the lock exits 75 and says why, in one
+// line, as with CMD.
+func TestHoldWithoutCMDLost(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t).Addr()
+	path := lockPath(t)
+	out := filepath.Join(t.TempDir(), "out")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := zklockCmd(t, addr, "run", path)
+	cmd.Stdout = f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var line string
+	waitFor(t, func() bool { line = readFile(t, out); return strings.HasSuffix(line, "\n") },
+		func() string { return "run printed nothing; stderr:\n" + stderr(cmd) })
+	node, _, _ := strings.Cut(line, " ")
+	s := zktest.Connect(t, []string{addr})
+	if err := s.Conn().Delete(node, -1); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	code := cmd.ProcessState.ExitCode()
+	if code != exitLost || strings.Count(stderr(cmd), "\n") != 1 ||
+		!strings.HasPrefix(stderr(cmd), "zklock: lost the lock on "+path+": ") || !strings.Contains(stderr(cmd), "deleted by another client") {
+		t.Errorf("status %d, want %d and one line saying the lock was lost, and why; stderr:\n%s", code, exitLost, stderr(cmd))
+	}
+}
