@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -81,22 +82,21 @@ func TestConnectNamesEachFailure(t *testing.T) {
 	setup(t)
 	silent, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	defer silent.Close()
-	var conns []net.Conn
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	go func() {
+	wg.Go(func() {
 		for {
 			c, err := silent.Accept()
 			if err != nil {
 				return
 			}
-			conns = append(conns, c) // held open, unanswered
+			wg.Go(func() { // read until the client closes it; never answer
+				defer c.Close()
+				_, _ = io.Copy(io.Discard, c)
+			})
 		}
-	}()
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	_, err = zkrecipes.Connect(ctx, []string{"127.0.0.1:1", silent.Addr().String()}, // nothing listens on port 1
