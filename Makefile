@@ -7,11 +7,16 @@
 ZK ?= 127.0.0.1:2181
 GO ?= go
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
+# Pinned: a new staticcheck may bring new checks, which a lint run should
+# not meet unannounced. Installed when the binary is missing or another
+# version.
+STATICCHECK_VERSION ?= v0.8.2
 # The modules: the library (.), and apart from it what only tests and tools
 # need, so that the library's importers never get their dependencies: the
-# chaos suite, zktest's Docker source (testcontainers-go), the benchmarks,
-# and the consumer that make lean builds.
-MODULES = . chaos zktest/docker bench .ci/consumer
+# zklock command (Prometheus, the OpenTelemetry SDK), the telemetry's tests
+# (the SDK), the chaos suite, zktest's Docker source (testcontainers-go),
+# the benchmarks, and the consumer that make lean builds.
+MODULES = . cmd/zklock telemetrytest chaos zktest/docker bench .ci/consumer
 
 .PHONY: demo test zk-up zk-down lint lean bench interop
 
@@ -22,13 +27,15 @@ zk-down:
 	bash scripts/zk-down.sh $(ZK)
 
 demo: zk-up
-	ZK_CONNECT=$(ZK) $(GO) run ./cmd/zklock demo
+	cd cmd/zklock && ZK_CONNECT=$(ZK) $(GO) run . demo
 
 # Everything under the race detector; then the tests in which clients
 # reconnect with watches set, without it (see reconnect_test.go: a data
 # race inside go-zookeeper v1.0.4 itself).
 test: zk-up
 	$(GO) test -race -timeout 15m ./...
+	cd cmd/zklock && $(GO) test -race -timeout 15m ./...
+	cd telemetrytest && $(GO) test -race -timeout 10m ./...
 	cd chaos && $(GO) test -race -timeout 15m ./...
 	cd zktest/docker && $(GO) test -race -timeout 15m ./...
 	$(GO) test -count=1 -timeout 10m -run 'TestLeaderKilledMidRun|TestSessionSurvivesServerRestart|TestSuperviseElectionThroughEnsembleRestart' .
@@ -38,15 +45,16 @@ test: zk-up
 # each module.
 lint:
 	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt: files above need formatting" && exit 1)
-	test -x $(STATICCHECK) || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
+	$(STATICCHECK) -version 2>/dev/null | grep -qF '($(patsubst v%,%,$(STATICCHECK_VERSION)))' || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	@set -e; for m in $(MODULES); do \
 		echo "lint: module $$m"; \
 		(cd $$m && $(GO) mod tidy -diff && $(GO) vet ./... && $(STATICCHECK) ./...); \
 	done
 
 # Issue 19, a lean import: a service that imports only zklock and fairqueue
-# (.ci/consumer) builds with the oldest Go the module supports, and its
-# go.sum names none of Docker's, moby's or testcontainers' modules; the
+# (.ci/consumer) builds with the oldest Go the module supports, its go.sum
+# names none of Docker's, moby's or testcontainers' modules, and its module
+# graph none of Prometheus' or the OpenTelemetry SDK's (issue 24); the
 # root module, tests included, vets with that Go too (no newer API).
 # GOTOOLCHAIN without +auto: a go line above it fails instead of switching.
 LEAN_GO ?= go1.25.0
@@ -58,7 +66,10 @@ lean:
 	@if grep -Ei 'docker|moby|testcontainers' .ci/consumer/go.sum; then \
 		echo "lean: .ci/consumer/go.sum names the modules above: the recipes pull in Docker's"; exit 1; \
 	fi
-	@echo "lean: .ci/consumer builds with $(LEAN_GO); its go.sum has $$(cut -d' ' -f1 .ci/consumer/go.sum | sort -u | wc -l) modules, none of Docker's, moby's or testcontainers'"
+	@if cd .ci/consumer && GOTOOLCHAIN=$(LEAN_GO) $(GO) list -m all | grep -E 'prometheus|opentelemetry.io/otel/(sdk|exporters)'; then \
+		echo "lean: .ci/consumer's module graph lists the modules above: the library requires what only zklock and the tests need"; exit 1; \
+	fi
+	@echo "lean: .ci/consumer builds with $(LEAN_GO); its go.sum has $$(cut -d' ' -f1 .ci/consumer/go.sum | sort -u | wc -l) modules, none of Docker's, moby's or testcontainers', and its module graph none of Prometheus' or the OpenTelemetry SDK's"
 
 # Side by side with go-zookeeper's zk.Lock on one server, alternating rounds.
 bench: zk-up

@@ -5,8 +5,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-
-	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // defaultPort is ZooKeeper's client port, for an address without one.
@@ -47,7 +45,7 @@ func parseServers(servers []string) (addrs []string, chroot string, errs []error
 			root := a[slash:]
 			a = a[:slash]
 			if root != "/" {
-				if err := znode.ValidatePath(root); err != nil {
+				if err := ValidatePath(root); err != nil {
 					errs = append(errs, fmt.Errorf("zkrecipes: %w: chroot in %q: %w", ErrInvalidArgument, all[i], err))
 				}
 				chroot = root

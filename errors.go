@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/zkrecipes/zkrecipes/internal/session"
-	"github.com/zkrecipes/zkrecipes/internal/znode"
+	"github.com/zkrecipes/zkrecipes/internal/telemetry"
 )
 
 // Sentinel errors, for errors.Is. Errors returned by this module wrap them with
@@ -15,19 +15,19 @@ var (
 	// ErrSessionExpired: the ZooKeeper ensemble expired the session (or the
 	// client found itself bound to a different session id). Its ephemeral
 	// nodes, and so every lock made on it, are gone.
-	ErrSessionExpired = session.ErrExpired
+	ErrSessionExpired = errors.New("session expired")
 
 	// ErrSessionLost: the client heard nothing from the ensemble for so long
 	// that the session may expire at any moment, and gave it up before the
 	// ensemble could hand its locks to anyone else.
-	ErrSessionLost = session.ErrLost
+	ErrSessionLost = errors.New("session lost")
 
 	// ErrClosed: the session was closed by its owner.
-	ErrClosed = session.ErrClosed
+	ErrClosed = errors.New("session closed")
 
 	// ErrInvalidPath: a ZooKeeper path that is empty, relative, ends in '/',
 	// holds an empty, "." or ".." element, or a character ZooKeeper refuses.
-	ErrInvalidPath = znode.ErrInvalidPath
+	ErrInvalidPath = errors.New("invalid path")
 
 	// ErrInvalidArgument: a nil Session, a negative or zero timeout, an empty
 	// server list, or another argument that cannot work.
@@ -37,6 +37,16 @@ var (
 	// jute.maxbuffer, 1 MiB by default, bounds a whole request).
 	ErrDataTooLarge = errors.New("data too large for a znode")
 )
+
+// ends are the errors a Session ends with, named in telemetry (error.type)
+// as the sentinels they wrap.
+func ends() session.Ends {
+	return session.Ends{
+		Expired: telemetry.Named(ErrSessionExpired, "zkrecipes.ErrSessionExpired"),
+		Lost:    telemetry.Named(ErrSessionLost, "zkrecipes.ErrSessionLost"),
+		Closed:  telemetry.Named(ErrClosed, "zkrecipes.ErrClosed"),
+	}
+}
 
 // MaxDataSize is the largest node payload the recipes accept: ZooKeeper's
 // default 1 MiB request limit, less room for the path and headers.

@@ -3,6 +3,8 @@ package zkrecipes_test
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log"
@@ -177,4 +179,99 @@ func ExampleSupervise() {
 	// Output:
 	// leading
 	// true
+}
+
+// Connect with credentials: the nodes the recipes create on this session
+// are then for this identity only (the digest scheme's "auth" ACL), so a
+// session without them cannot delete a contender's node or join the line.
+func ExampleConnect() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := zkrecipes.Connect(ctx, servers(),
+		zkrecipes.WithSessionTimeout(10*time.Second),
+		zkrecipes.WithAuth("digest", []byte("reporter:s3cret")))
+	if err != nil {
+		log.Fatal(err) // says which servers were tried, and why each failed
+	}
+	defer s.Close()
+
+	m, _ := zklock.NewMutex(s, "/reports/locks/daily") // made for reporter only
+	lease, err := m.Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lease.Unlock(ctx)
+
+	stranger, err := zkrecipes.Connect(ctx, servers())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stranger.Close()
+	err = stranger.Conn().Delete(lease.Path(), -1)
+	fmt.Println("a stranger deletes the holder's node:", err)
+	// Output: a stranger deletes the holder's node: zk: not authenticated
+}
+
+// Connect over TLS to the servers' secureClientPort, with a client
+// certificate (which a server with ssl.clientAuth=need asks for; the
+// session is then also authenticated as x509 with its subject). A server
+// whose certificate is not trusted, or that refuses ours, fails Connect at
+// once; so does a plaintext port, named as such.
+func ExampleWithTLS() {
+	ca, err := os.ReadFile("/etc/zookeeper/ca.pem")
+	if err != nil {
+		log.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca)
+	cert, err := tls.LoadX509KeyPair("/etc/myapp/client.pem", "/etc/myapp/client-key.pem")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := zkrecipes.Connect(ctx, []string{"zk1:2281", "zk2:2281", "zk3:2281"},
+		zkrecipes.WithTLS(&tls.Config{RootCAs: roots, Certificates: []tls.Certificate{cert}}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+}
+
+// Follow a configuration node: its state now, then every state it settles
+// in, in order, the last one never missed.
+func ExampleWatch() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := zkrecipes.Connect(ctx, servers())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	const path = "/myapp-config"
+	if _, err := s.Conn().Create(path, []byte("workers=4"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		log.Fatal(err)
+	}
+
+	// Elsewhere, an operator changes the node, then removes it.
+	changes := []func(){
+		func() { _, _ = s.Conn().Set(path, []byte("workers=8"), -1) },
+		func() { _ = s.Conn().Delete(path, -1) },
+	}
+	for st, err := range zkrecipes.Watch(ctx, s, path) {
+		if err != nil {
+			log.Fatal(err) // the session is over, or the node cannot be read
+		}
+		if !st.Exists {
+			fmt.Println("gone")
+			break
+		}
+		fmt.Println("config:", string(st.Data))
+		changes[0]()
+		changes = changes[1:]
+	}
+	// Output:
+	// config: workers=4
+	// config: workers=8
+	// gone
 }

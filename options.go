@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zkrecipes/zkrecipes/internal/session"
-	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // Option configures Connect.
@@ -28,7 +27,7 @@ type options struct {
 	tracers trace.TracerProvider
 	loss    float64 // session.LossFraction, but for tests of the expiry path
 	tick    time.Duration
-	pending time.Duration // telemetry.DefaultPendingMaxAge, but for tests
+	pending time.Duration // see WithPendingMaxAge; 0: telemetry.DefaultPendingMaxAge
 	chroot  string        // "" for none
 	errs    []error
 }
@@ -116,7 +115,7 @@ func WithDialer(d zk.Dialer) Option {
 // WithMeterProvider sets where the Session and the recipes on it record
 // their metrics (OpenTelemetry; default: otel.GetMeterProvider(), which
 // records nothing until the program installs an SDK). The instruments, named
-// by OpenTelemetry's semantic conventions (the README has the table, with
+// by OpenTelemetry's semantic conventions (docs/telemetry.md has the table, with
 // every attribute's values):
 //
 //	zkrecipes.session.count              UpDownCounter  {session}  zkrecipes.session.state: connected, suspended
@@ -165,6 +164,21 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	}
 }
 
+// WithPendingMaxAge bounds how old the count of a queue's pending items
+// that zkrecipes.queue.item.pending reports may be (default 15s): a
+// collection that finds it older reads it again, which lists the queue's
+// items on the ensemble. A shorter age shows changes sooner, at the cost of
+// a listing per queue and collection.
+func WithPendingMaxAge(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 {
+			o.errs = append(o.errs, fmt.Errorf("zkrecipes: %w: pending max age %v must be positive", ErrInvalidArgument, d))
+			return
+		}
+		o.pending = d
+	}
+}
+
 // WithChroot runs the Session in the subtree at path, as the Java client
 // does with "host:port/app" (which Connect takes too): every path the
 // Session, the recipes on it and Conn use is read under path, so "/locks/a"
@@ -176,7 +190,7 @@ func WithChroot(path string) Option {
 		if path == "/" {
 			return
 		}
-		if err := znode.ValidatePath(path); err != nil {
+		if err := ValidatePath(path); err != nil {
 			o.errs = append(o.errs, fmt.Errorf("zkrecipes: %w: chroot: %w", ErrInvalidArgument, err))
 			return
 		}

@@ -33,15 +33,18 @@ import (
 // pings and reads on its own. Proof needs a chain of replies that passed
 // through the leader (a read, one leader ping later a sync, then a write);
 // a busy session's own traffic makes them, an idle one sends one every
-// second or few (README: "What the mutex guarantees"). So its users are
+// second or few (docs/loss-bound.md). So its users are
 // told at least a fifth of the timeout before any leader can expire it and
 // hand its locks to anyone else, whichever server it is connected to.
 //
 // A Session is safe for concurrent use by any number of goroutines and
 // recipes.
 type Session struct {
-	s *session.Session
+	handle // the plumbing, for this module's recipes (session.Of)
 }
+
+// handle is unexported, so that the embedded field is too.
+type handle = session.Handle
 
 // Connect dials the ensemble and waits until a session is established, or ctx
 // ends.
@@ -53,9 +56,12 @@ type Session struct {
 // be read fails Connect at once, with an error wrapping ErrInvalidArgument
 // that names it. Servers that cannot be reached are tried again while ctx
 // lives (they may be starting); if it ends first, the error wraps its cause
-// and the failure of the latest attempt ("connect to 127.0.0.1:1: context
-// deadline exceeded (latest attempt: dial tcp 127.0.0.1:1: connect:
-// connection refused)").
+// and the failure of the latest attempt at each address tried ("connect to
+// 127.0.0.1:1: context deadline exceeded (tried dial tcp 127.0.0.1:1:
+// connect: connection refused)"). A peer that answers, but not as a
+// ZooKeeper server (another protocol; a plaintext port to WithTLS), will
+// not become one: once the latest attempt at every address failed so (or
+// as WithTLS tells), Connect returns at once, naming each.
 func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, error) {
 	o := options{timeout: 10 * time.Second, logger: slog.New(slog.DiscardHandler), dialer: net.DialTimeout, loss: session.LossFraction}
 	for _, opt := range opts {
@@ -88,37 +94,50 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Session, e
 		Servers: addrs, Chroot: o.chroot, Timeout: o.timeout, Logger: o.logger,
 		Auth: o.auth, ACL: o.acl, Dialer: o.dialer, Loss: o.loss, Tick: o.tick, TLS: o.tls,
 		Telemetry: telemetry.New(telemetry.Config{Meters: o.meters, Tracers: o.tracers, PendingMaxAge: o.pending}),
+		Ends:      ends(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("zkrecipes: %w", err)
 	}
-	return &Session{s}, nil
+	return &Session{session.NewHandle(s)}, nil
 }
 
 // Conn returns the underlying client, for plain reads and writes. Do not
 // Close it: close the Session. A write through it that fails with an error
 // for which IsAmbiguous is true may still be applied.
-func (s *Session) Conn() *zk.Conn { return s.s.Conn() }
+func (s *Session) Conn() *zk.Conn { return s.inner().Conn() }
 
 // ID is the ZooKeeper session id this Session is bound to.
-func (s *Session) ID() int64 { return s.s.ID() }
+func (s *Session) ID() int64 { return s.inner().ID() }
 
 // Timeout is the session timeout the ensemble granted.
-func (s *Session) Timeout() time.Duration { return s.s.Timeout() }
+func (s *Session) Timeout() time.Duration { return s.inner().Timeout() }
 
 // Done is closed once the session is over for good.
-func (s *Session) Done() <-chan struct{} { return s.s.Done() }
+func (s *Session) Done() <-chan struct{} { return s.inner().Done() }
 
 // Err is nil while the session lives; then ErrSessionExpired, ErrSessionLost
 // or ErrClosed (possibly wrapped with detail).
-func (s *Session) Err() error { return s.s.Err() }
+func (s *Session) Err() error { return s.inner().Err() }
 
 // Close ends the session: the ensemble deletes its ephemeral nodes at once (if
 // it can be reached), every lease made on it ends, and Close waits for the
 // Session's own goroutines to stop. It is idempotent.
-func (s *Session) Close() error { return s.s.Close() }
+func (s *Session) Close() error { return s.inner().Close() }
 
-// Internal is how this module's recipes reach the session's plumbing. Its
-// argument's type is internal to the module, so it cannot be called from
-// anywhere else.
-func (s *Session) Internal(session.Key) *session.Session { return s.s }
+// Remaining says how long the Session may still be counted on, by this
+// host's monotonic clock: lost is the time from now until it gives itself
+// up (Done closed, Err ErrSessionLost) unless contact with the ensemble is
+// proven meanwhile, and expiry the time until the earliest moment any
+// leader could expire the session and hand its ephemeral nodes, and so its
+// locks, to another client. Each proof of contact moves both later; while
+// none comes they count down, past zero, also once the session is over.
+//
+// Whatever acts for a holder outside this process (a command run under a
+// lock, a machine it drives) must have stopped before expiry: from then on
+// the lock may be another's. Lease.Done is closed at lost, a fifth of the
+// session timeout before expiry (less a margin for clock drift).
+func (s *Session) Remaining() (lost, expiry time.Duration) { return s.inner().Remaining() }
+
+// inner is the session's plumbing.
+func (s *Session) inner() *session.Session { return session.Of(s) }

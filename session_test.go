@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
 // The Session uses the timeout the server granted, not the one asked for:
@@ -59,25 +61,81 @@ func TestConnectRefusesAPortThatIsNotZooKeeper(t *testing.T) {
 	}()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	begin := time.Now()
 	_, err = zkrecipes.Connect(ctx, []string{ln.Addr().String()})
 	runtime.ReadMemStats(&after)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.ErrorContains(t, err, "not a ZooKeeper server")
+	t.Log(err)
+	// No redial makes it ZooKeeper: Connect gives up at once, and says why.
+	require.Less(t, time.Since(begin), 10*time.Second)
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "server "+ln.Addr().String()+": not a ZooKeeper server")
 	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<20),
 		"Connect allocated %d MB for a port that answered HTTP", (after.TotalAlloc-before.TotalAlloc)>>20)
 }
 
-// A Connect that could not reach any server says why when its context
-// ends: here nothing listens, and the dial's error is kept.
-func TestConnectNamesLatestFailure(t *testing.T) {
+// A Connect that could not reach any server says, when its context ends,
+// what it tried and why each address failed: here nothing listens on one,
+// and the other accepts connections and never answers.
+func TestConnectNamesEachFailure(t *testing.T) {
 	setup(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer silent.Close()
+	wg.Go(func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { // read until the client closes it; never answer
+				defer c.Close()
+				_, _ = io.Copy(io.Discard, c)
+			})
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	_, err := zkrecipes.Connect(ctx, []string{"127.0.0.1:1"}) // nothing listens on port 1
+	_, err = zkrecipes.Connect(ctx, []string{"127.0.0.1:1", silent.Addr().String()}, // nothing listens on port 1
+		zkrecipes.WithSessionTimeout(3*time.Second))
 	t.Log(err)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, syscall.ECONNREFUSED)
-	require.Contains(t, err.Error(), "latest attempt: dial tcp 127.0.0.1:1: connect: connection refused")
+	require.ErrorContains(t, err, "dial tcp 127.0.0.1:1: connect: connection refused")
+	require.ErrorContains(t, err, "server "+silent.Addr().String()+": no answer to the connect request")
+}
+
+// Remaining counts down while no contact is proven: Done is closed once
+// lost has passed, and expiry, the earliest moment the ensemble could
+// expire the session, is about a fifth of the timeout later.
+func TestSessionRemaining(t *testing.T) {
+	srv := setup(t)
+	var net zktest.Freezer
+	s := connect(t, srv.Addrs(), zkrecipes.WithSessionTimeout(2*time.Second), zkrecipes.WithDialer(net.Dial))
+	lost, expiry := s.Remaining()
+	require.Positive(t, lost)
+	require.LessOrEqual(t, lost, s.Timeout())
+	require.InDelta(t, s.Timeout()/5, expiry-lost, float64(s.Timeout()/10), "lost %v, expiry %v", lost, expiry)
+
+	net.Freeze()
+	defer net.Thaw()
+	lost, expiry = s.Remaining()
+	frozen := time.Now()
+	select {
+	case <-s.Done():
+	case <-time.After(2 * s.Timeout()):
+		t.Fatal("the session was not given up")
+	}
+	took := time.Since(frozen)
+	require.ErrorIs(t, s.Err(), zkrecipes.ErrSessionLost)
+	// Given up no sooner than lost said (but for the monitor's wake-up and
+	// a proof that was on its way), and before expiry.
+	require.Less(t, took, expiry, "given up %v after the freeze; expiry was %v away", took, expiry)
+	require.GreaterOrEqual(t, took, lost-100*time.Millisecond, "given up %v after the freeze; lost was %v away", took, lost)
+	after, afterExpiry := s.Remaining()
+	require.LessOrEqual(t, after, time.Duration(0), "lost %v once the session is given up", after)
+	require.Positive(t, afterExpiry, "expiry counts down from the loss: not reached yet")
 }

@@ -8,16 +8,16 @@ type State int
 
 const (
 	// Connected: the client has a connection that carries the session.
-	Connected = State(session.Connected)
+	Connected State = iota + 1
 	// Suspended: the connection dropped and the client is reconnecting.
 	// The session may live on, and with it every lease made on it, or it
 	// may be over: that is known only when the client reconnects
 	// (Connected) or the Session gives the session up (Lost), which it
 	// does before the ensemble can expire it. Work that must not run
 	// without the ensemble should pause meanwhile.
-	Suspended = State(session.Suspended)
+	Suspended
 	// Lost: the session is over, for good; Err says why. Final.
-	Lost = State(session.Lost)
+	Lost
 )
 
 func (st State) String() string {
@@ -48,7 +48,18 @@ const stateChangesBuffer = 16
 
 // State is the state of the Session's connection now. It is Lost once Err
 // is set.
-func (s *Session) State() State { return State(s.s.State()) }
+func (s *Session) State() State { return stateOf(s.inner().State()) }
+
+// stateOf is the plumbing's state as the package exports it.
+func stateOf(st session.State) State {
+	switch st {
+	case session.Connected:
+		return Connected
+	case session.Suspended:
+		return Suspended
+	}
+	return Lost
+}
 
 // StateChanges returns a channel that receives the changes of the
 // Session's State from now on, in order, and is closed after the change to
@@ -66,8 +77,8 @@ func (s *Session) State() State { return State(s.s.State()) }
 // state without missing a change, call StateChanges, then State.
 func (s *Session) StateChanges() <-chan StateChange {
 	ch := make(chan StateChange, stateChangesBuffer)
-	s.s.OnStateChange(func(c session.StateChange) {
-		offerChange(ch, StateChange{From: State(c.From), To: State(c.To), Err: c.Err})
+	s.inner().OnStateChange(func(c session.StateChange) {
+		offerChange(ch, StateChange{From: stateOf(c.From), To: stateOf(c.To), Err: c.Err})
 		if c.To == session.Lost {
 			close(ch)
 		}

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"time"
-
-	"github.com/zkrecipes/zkrecipes/internal/session"
 )
 
 // The reconnect back-off of Supervise: jittered, doubling from the first to
@@ -65,7 +63,7 @@ func Supervise(ctx context.Context, servers []string, run func(ctx context.Conte
 			continue
 		}
 		if n > 0 {
-			s.s.Telemetry().Reconnected()
+			s.inner().Telemetry().Reconnected()
 			log.Info("zkrecipes: supervise: new session", "session", fmt.Sprintf("0x%x", s.ID()))
 		}
 		backoff = superviseFirstBackoff
@@ -74,7 +72,7 @@ func Supervise(ctx context.Context, servers []string, run func(ctx context.Conte
 		switch {
 		case ctx.Err() != nil:
 			return context.Cause(ctx)
-		case serr != nil && !errors.Is(serr, session.ErrClosed):
+		case serr != nil && !errors.Is(serr, ErrClosed):
 			// The session ended under run: make a new one.
 			log.Warn("zkrecipes: supervise: session ended; reconnecting", "err", serr, "run", rerr)
 		case rerr == nil:

@@ -36,10 +36,11 @@ import (
 // wraps a *tls.CertificateVerificationError or an x509 error), the server
 // refused ours or shares no protocol or cipher suite with us (the server's
 // TLS alert, a *net.OpError whose Op is "remote error"), or the address
-// does not speak TLS, Connect returns that error at once. Other failures
-// (nothing listening yet, timeouts, resets) are retried until ctx ends, and
-// Connect's error then names the latest of them; a plaintext ZooKeeper port
-// usually just closes the connection ("EOF"). Once the Session is
+// does not speak TLS (a plaintext ZooKeeper port, which closes the
+// connection and is then found to answer a four-letter word in plaintext),
+// Connect returns that error at once. Other failures (nothing listening
+// yet, timeouts, resets) are retried until ctx ends, and Connect's error
+// then names the latest at each address. Once the Session is
 // established, a reconnection that fails is retried like any other, and the
 // Session ends by the usual rules.
 //

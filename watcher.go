@@ -8,7 +8,6 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zkrecipes/internal/nodewatch"
-	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // NodeState is one state of a watched node.
@@ -81,12 +80,12 @@ func Watch(ctx context.Context, s *Session, path string, opts ...WatchOption) it
 			yield(NodeState{}, fmt.Errorf("zkrecipes: watch %s: %w: nil Session", path, ErrInvalidArgument))
 			return
 		}
-		if err := znode.ValidateNodePath(path); err != nil {
+		if err := validateNodePath(path); err != nil {
 			yield(NodeState{}, fmt.Errorf("zkrecipes: watch: %w", err))
 			return
 		}
 		f := nodewatch.Follow{Data: true, Children: o.children}
-		for st, err := range nodewatch.Node(ctx, s.s, path, f) {
+		for st, err := range nodewatch.Node(ctx, s.inner(), path, f) {
 			if err != nil {
 				yield(NodeState{}, fmt.Errorf("zkrecipes: watch %s: %w", path, err))
 				return

@@ -137,3 +137,101 @@ func ExampleQueue_Work() {
 	// resized dog.png (attempt 2)
 	// resized owl.png (attempt 1)
 }
+
+// Put adds one item and returns its id. With WithKey a Put is safe to
+// retry: a producer whose Put ended with ErrOutcomeUnknown puts again with
+// the same key, and the queue holds the item once.
+func ExampleQueue_Put() {
+	ctx := context.Background()
+	s, err := zkrecipes.Connect(ctx, servers())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	q, err := fairqueue.New(s, "/examples/jobs/invoices")
+	if err != nil {
+		log.Fatal(err)
+	}
+	order := "order-1042"
+	id, err := q.Put(ctx, []byte("invoice for "+order), fairqueue.WithKey(order))
+	for errors.Is(err, fairqueue.ErrOutcomeUnknown) { // the item may or may not be in
+		id, err = q.Put(ctx, []byte("invoice for "+order), fairqueue.WithKey(order))
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	again, _ := q.Put(ctx, []byte("invoice for "+order), fairqueue.WithKey(order)) // a retry of a Put that did land
+	n, _ := q.Len(ctx)
+	fmt.Println("same item:", again == id, "pending:", n)
+
+	j, _ := q.Take(ctx)
+	_ = j.Ack(ctx)
+	// Output: same item: true pending: 1
+}
+
+// PutMany adds a batch in one round trip, all or nothing, in order.
+func ExampleQueue_PutMany() {
+	ctx := context.Background()
+	s, err := zkrecipes.Connect(ctx, servers())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	q, err := fairqueue.New(s, "/examples/jobs/thumbnails")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ids, err := q.PutMany(ctx, [][]byte{[]byte("a.png"), []byte("b.png"), []byte("c.png")})
+	if err != nil {
+		log.Fatal(err) // none of them was put (or, ErrOutcomeUnknown: all or none)
+	}
+	fmt.Println(len(ids), "ids, in queue order:", slices.IsSorted(ids))
+	for range ids {
+		j, _ := q.Take(ctx)
+		fmt.Println("took", string(j.Data()))
+		_ = j.Ack(ctx)
+	}
+	// Output:
+	// 3 ids, in queue order: true
+	// took a.png
+	// took b.png
+	// took c.png
+}
+
+// Take waits for the oldest item and claims it: the Job is this
+// consumer's until Ack (done for good) or Nack (back at its place in line).
+// If the consumer dies, its claim ends with its session and the item is
+// delivered again, Attempt one higher.
+func ExampleQueue_Take() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := zkrecipes.Connect(ctx, servers())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	q, err := fairqueue.New(s, "/examples/jobs/reports")
+	if err != nil {
+		log.Fatal(err)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond) // a producer elsewhere, a little later
+		_, _ = q.Put(ctx, []byte("weekly report"))
+	}()
+
+	j, err := q.Take(ctx) // waits until an item comes, or ctx ends
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s, delivery %d\n", j.Data(), j.Attempt())
+	_ = j.Nack(ctx) // not now: back at its place, first in line
+
+	j, _ = q.Take(ctx)
+	fmt.Printf("%s, delivery %d\n", j.Data(), j.Attempt())
+	if err := j.Ack(ctx); err != nil {
+		log.Print(err) // the claim was lost: another consumer has the item
+	}
+	// Output:
+	// weekly report, delivery 1
+	// weekly report, delivery 2
+}

@@ -72,7 +72,7 @@ func New(s *zkrecipes.Session, path string, opts ...Option) (*Queue, error) {
 	if s == nil {
 		return nil, fmt.Errorf("fairqueue: %w: nil Session", zkrecipes.ErrInvalidArgument)
 	}
-	if err := znode.ValidatePath(path); err != nil {
+	if err := zkrecipes.ValidatePath(path); err != nil {
 		return nil, fmt.Errorf("fairqueue: %w", err)
 	}
 	o := options{bucketSize: defaultBucketSize}
@@ -82,7 +82,7 @@ func New(s *zkrecipes.Session, path string, opts ...Option) (*Queue, error) {
 	if err := errors.Join(o.errs...); err != nil {
 		return nil, fmt.Errorf("fairqueue: %w", err)
 	}
-	ss := s.Internal(session.Key{})
+	ss := session.Of(s)
 	if err := ss.Err(); err != nil {
 		return nil, fmt.Errorf("fairqueue: session is over: %w", err)
 	}

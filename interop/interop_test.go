@@ -324,7 +324,7 @@ func order(lines []string) string {
 	return strings.Join(w, " ")
 }
 
-// TestCuratorAndKazooAloneOverlap shows why the README warns against Curator
+// TestCuratorAndKazooAloneOverlap shows why docs/interop.md warns against Curator
 // and kazoo on one path: Curator orders children by the text after "lock-",
 // and kazoo's nodes (<uuid>__lock__<seq>) have none, so Curator sorts a kazoo
 // node by its whole name, after every "-lock-" node, and does not wait for

@@ -92,7 +92,7 @@ func (el *Election) Campaign(ctx context.Context, value []byte) (*Leadership, er
 		Dir: el.dir, Kind: line.Candidate, Marker: "-elect-", Data: value, ACL: el.acl, Rule: leader,
 		ListWithCreate: true, VerifyOwner: true,
 		Busy: ErrLocked, Lost: ErrLockLost, Mixed: ErrPathInUse,
-		Recipe: telemetry.Election, Span: "zklock.Election.Campaign",
+		Recipe: telemetry.Election, Span: "zklock.Election.Campaign", Names: errorName,
 	}, true)
 	if err != nil {
 		return nil, fmt.Errorf("zklock: campaign %s: %w", el.dir, err)

@@ -95,6 +95,6 @@ func (o options) lockSpec(kind line.Kind, marker string, rule line.Rule, recipe,
 		Dir: o.dir, Kind: kind, Marker: marker, Data: o.data, ACL: o.acl, Rule: rule,
 		ListWithCreate: true,
 		Busy:           ErrLocked, Lost: ErrLockLost, Mixed: ErrPathInUse,
-		Recipe: recipe, Span: span,
+		Recipe: recipe, Span: span, Names: errorName,
 	}
 }

@@ -217,3 +217,41 @@ func ExampleElection_Observe() {
 	// leader: "a, v2"
 	// leader: ""
 }
+
+// Campaign waits to lead; the Leadership's term (Token) grows with every
+// leader, Proclaim changes what the others read of the leader without an
+// election, and Resign hands over to the next candidate.
+func ExampleElection_Campaign() {
+	ctx := context.Background()
+	s, err := zkrecipes.Connect(ctx, servers())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	el, err := zklock.NewElection(s, "/examples/election-campaign")
+	if err != nil {
+		log.Fatal(err)
+	}
+	l, err := el.Campaign(ctx, []byte("10.0.0.1:8080")) // blocks until elected
+	if err != nil {
+		log.Fatal(err)
+	}
+	leader, _ := el.Leader(ctx)
+	fmt.Printf("leader at %s, term %t\n", leader.Value, leader.Token == l.Token())
+
+	if err := l.Proclaim(ctx, []byte("10.0.0.1:9090")); err != nil { // moved to another port
+		log.Fatal(err)
+	}
+	leader, _ = el.Leader(ctx)
+	fmt.Printf("leader at %s\n", leader.Value)
+
+	if err := l.Resign(ctx); err != nil {
+		log.Fatal(err)
+	}
+	_, err = el.Leader(ctx)
+	fmt.Println("after resigning, no leader:", errors.Is(err, zklock.ErrNoLeader))
+	// Output:
+	// leader at 10.0.0.1:8080, term true
+	// leader at 10.0.0.1:9090
+	// after resigning, no leader: true
+}

@@ -889,7 +889,8 @@ type use struct {
 //   - Nothing else exported in zklock sends a request: the constructors
 //     and options send none (the directory is made by the first acquire),
 //     nor Permits or a Lease's Token, Path, Done, Context, Err and Guard
-//     (Guard's check is sent by its caller, in its own multi).
+//     (Guard's check is sent by its caller, in its own multi), nor KindOf,
+//     which reads the names it is given.
 var recipeScenarios = []struct {
 	r    recipe
 	uses []use

@@ -8,7 +8,6 @@ import (
 
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/internal/session"
-	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // Option configures a recipe.
@@ -53,11 +52,11 @@ func newOptions(s *zkrecipes.Session, path string, opts []Option) (options, erro
 	if s == nil {
 		return o, fmt.Errorf("zklock: %w: nil Session", zkrecipes.ErrInvalidArgument)
 	}
-	o.s, o.dir = s.Internal(session.Key{}), path
+	o.s, o.dir = session.Of(s), path
 	if err := o.s.Err(); err != nil {
 		return o, fmt.Errorf("zklock: session is over: %w", err)
 	}
-	if err := znode.ValidatePath(path); err != nil {
+	if err := zkrecipes.ValidatePath(path); err != nil {
 		return o, fmt.Errorf("zklock: %w", err)
 	}
 	for _, opt := range opts {

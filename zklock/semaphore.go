@@ -71,7 +71,7 @@ func NewSemaphore(s *zkrecipes.Session, path string, permits int, opts ...Option
 		Dir: path, Kind: line.Permit, Marker: "-sem-", Data: o.data, ACL: o.acl, Rule: permitRule(permits),
 		Busy: ErrNoPermit, Lost: ErrLockLost, Mixed: ErrPathInUse,
 		Prepare: sm.prepare,
-		Recipe:  telemetry.Semaphore, Span: "zklock.Semaphore.Acquire",
+		Recipe:  telemetry.Semaphore, Span: "zklock.Semaphore.Acquire", Names: errorName,
 	}
 	return sm, nil
 }

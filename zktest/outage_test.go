@@ -136,3 +136,20 @@ func TestDropperLoseMissedEvents(t *testing.T) {
 		})
 	}
 }
+
+// A paused server answers nothing, its connections open; resumed, it
+// answers again, and the session lived through the pause.
+func TestServerPause(t *testing.T) {
+	srv := zktest.StartPrivate(t)
+	s := zktest.Connect(t, srv.Addrs(), zkrecipes.WithSessionTimeout(10*time.Second))
+	srv.Pause()
+	_, err := zktest.FourLetter(srv.Addr(), "ruok")
+	require.Error(t, err, "a paused server answered ruok")
+	srv.Resume()
+	answer, err := zktest.FourLetter(srv.Addr(), "ruok")
+	require.NoError(t, err)
+	require.Equal(t, "imok", answer)
+	_, _, err = s.Conn().Exists("/")
+	require.NoError(t, err)
+	require.NoError(t, s.Err())
+}

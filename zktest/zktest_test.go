@@ -300,3 +300,6 @@ func TestClusterOptions(t *testing.T) {
 	assert.Contains(t, conf, "minSessionTimeout=3000\n")
 	assert.Contains(t, conf, "maxSessionTimeout=30000\n")
 }
+
+// The user's test of example_test.go runs, as a user's would.
+func TestExampleUserTest(t *testing.T) { testWriteReport(t) }

@@ -105,7 +105,7 @@ func (d *demoRun) electionPart(ctx context.Context) error {
 		return err
 	}
 	d.outMu.Lock()
-	printContenders(d.stdout, kindElection, cs, false)
+	printContenders(d.stdout, kindElection, cs)
 	d.outMu.Unlock()
 
 	d.printf("\nHand-overs (time since start, who, what happened):\n")

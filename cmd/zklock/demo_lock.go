@@ -77,7 +77,7 @@ func (d *demoRun) mutexPart(ctx context.Context) error {
 		cancel(err)
 	} else {
 		d.outMu.Lock()
-		printContenders(d.stdout, kindLock, cs, false)
+		printContenders(d.stdout, kindLock, cs)
 		d.outMu.Unlock()
 	}
 	d.printf("\nHand-offs (time since start, who got the lock, its fencing token, how long it waited):\n")

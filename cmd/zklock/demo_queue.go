@@ -266,7 +266,7 @@ func (p *queueDemo) drain() {
 		}
 		return
 	}
-	fmt.Fprintf(p.stderr, "zklock: demo: %s may still hold jobs of the demo (see zklock queue ls %s): %v\n", p.qPath, p.qPath, err)
+	fmt.Fprintf(p.stderr, "zklock: demo: %s may still hold jobs of the demo (see zklock queue ls %s): %s\n", p.qPath, p.qPath, errText(err))
 }
 
 // queueLeft lists what the queue at path holds: jobs, claims, consumers in

@@ -28,11 +28,12 @@ type group struct {
 }
 
 type groupEvent struct {
-	exited bool
-	status syscall.WaitStatus
-	left   bool
-	died   bool
-	how    string
+	exited   bool
+	status   syscall.WaitStatus
+	left     bool
+	died     bool
+	how      string
+	deadline string
 }
 
 func startGroup(ch child, stdout, stderr io.Writer) (*group, error) {

@@ -26,7 +26,7 @@ type group struct {
 }
 
 // groupEvent is a report of the guard. The last one either says the group
-// is gone (no flag set) or that the guard died.
+// is gone (nothing set) or that the guard died.
 type groupEvent struct {
 	exited bool               // CMD exited: status says how
 	status syscall.WaitStatus //
@@ -34,6 +34,11 @@ type groupEvent struct {
 
 	died bool   // the guard died before the group was gone
 	how  string // how it died
+
+	// deadline: the guard sent the group this signal ("TERM", "KILL") on
+	// its own, at a deadline of the session that zklock did not move in
+	// time (see guard_unix.go).
+	deadline string
 }
 
 // startGroup starts ch's CMD under a guard, in a process group of its own,
@@ -106,6 +111,8 @@ func (g *group) read(r *bufio.Reader, events chan<- groupEvent) {
 			return
 		case scan(line, "exit %d %t", &ev.status, &ev.left):
 			ev.exited = true
+			events <- ev
+		case scan(line, "deadline %s", &ev.deadline):
 			events <- ev
 		case err != nil: // EOF before "gone": the guard died
 			_ = g.guard.Wait()

@@ -43,6 +43,8 @@ package main
 //	    "fail ERRNO"        CMD could not be started; the guard exits
 //	    "exit STATUS LEFT"  CMD exited with wait status STATUS; LEFT (true
 //	                        or false): other processes of its group remain
+//	    "deadline SIG"      a deadline passed without word from zklock, and
+//	                        the guard sent SIG (TERM, KILL) to the group
 //	    "gone"              nothing of the group is left; the guard exits
 
 import (
@@ -144,9 +146,11 @@ func guard(pid int, ctl, status *os.File) {
 			// zklock has stopped telling: its session is given up by now.
 			_ = syscall.Kill(-pid, syscall.SIGTERM)
 			_ = syscall.Kill(-pid, syscall.SIGCONT)
+			fmt.Fprintln(status, "deadline TERM")
 		case <-kill.C:
 			// The ensemble may expire the session any moment now.
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			fmt.Fprintln(status, "deadline KILL")
 		case sig, ok := <-sigs:
 			if !ok { // zklock is gone: its lock is about to pass
 				killGroup(pid)

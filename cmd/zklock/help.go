@@ -9,8 +9,12 @@ func (c *cli) help(args []string) (int, error) {
 		fmt.Fprint(c.stdout, usage)
 		return exitOK, nil
 	}
-	if args[0] == "help" {
+	switch args[0] {
+	case "help":
 		fmt.Fprintln(c.stdout, "Usage: zklock help [COMMAND [SUBCOMMAND]]")
+		return exitOK, nil
+	case "version":
+		fmt.Fprintln(c.stdout, "Usage: zklock version")
 		return exitOK, nil
 	}
 	if len(args) > 2 || (len(args) == 2 && args[0] != "queue") {

@@ -90,7 +90,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		case !strings.HasPrefix(strings.TrimSpace(line), "["):
 			continue // a description, not a synopsis going on
 		}
-		for _, f := range regexp.MustCompile(`\[-([a-z-]+)`).FindAllStringSubmatch(line, -1) {
+		for _, f := range regexp.MustCompile(`\[-([a-z][a-z-]*)`).FindAllStringSubmatch(line, -1) {
 			synopses[last] = append(synopses[last], f[1])
 		}
 	}
@@ -149,26 +149,60 @@ func packageDoc(t *testing.T) string {
 	return b.String()
 }
 
-// TestVersion: -version and --version print the version of the module the
-// binary was built from, as the build recorded it.
+// TestVersion: zklock version, -version and --version print the versions
+// of zklock's module and of the library the binary was built with, as the
+// build recorded them, and Go's.
 func TestVersion(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command("go", "version", "-m", binary(t)).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^\tmod\tgithub\.com/zkrecipes/zkrecipes\t(\S+)`).FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("go version -m: no main module in\n%s", out)
+	mod := regexp.MustCompile(`(?m)^\tmod\tgithub\.com/zkrecipes/zkrecipes/cmd/zklock\t(\S+)`).FindSubmatch(out)
+	dep := regexp.MustCompile(`(?m)^\tdep\tgithub\.com/zkrecipes/zkrecipes\t(\S+).*\n(?:\t=>\t(\S+)\t(\S+))?`).FindSubmatch(out)
+	goVersion := regexp.MustCompile(`^\S+: (\S+)`).FindSubmatch(out)
+	if mod == nil || dep == nil || goVersion == nil {
+		t.Fatalf("go version -m: no main module, library or Go version in\n%s", out)
 	}
-	for _, flag := range []string{"-version", "--version"} {
-		cmd := exec.Command(binary(t), flag)
+	lib := string(dep[1])
+	if len(dep[2]) > 0 {
+		lib += " => " + string(dep[2]) + " " + string(dep[3])
+	}
+	want := "zklock version: " + string(mod[1]) + "\nzkrecipes version: " + lib + "\ngo version: " + string(goVersion[1]) + "\n"
+	if got := helpOut(t, "version"); got != "Usage: zklock version\n" {
+		t.Errorf("help version printed %q", got)
+	}
+	for _, args := range [][]string{{"version"}, {"-version"}, {"--version"}} {
+		cmd := exec.Command(binary(t), args...)
 		got, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("zklock %s: %v", flag, err)
+			t.Fatalf("zklock %s: %v", args, err)
 		}
-		if want := "zklock " + string(m[1]) + "\n"; string(got) != want {
-			t.Errorf("zklock %s printed %q, want %q", flag, got, want)
+		if string(got) != want {
+			t.Errorf("zklock %s printed %q, want %q", args, got, want)
+		}
+	}
+}
+
+// TestHelpQueue: help queue, and queue -h, list the subcommands, as the
+// usage does.
+func TestHelpQueue(t *testing.T) {
+	t.Parallel()
+	out := helpOut(t, "queue")
+	cmd := exec.Command(binary(t), "queue", "-h")
+	var errs strings.Builder
+	cmd.Stderr = &errs
+	if err := cmd.Run(); err != nil {
+		t.Errorf("zklock queue -h: %v", err)
+	}
+	for _, text := range []string{out, errs.String()} {
+		if !strings.HasPrefix(text, "Usage: zklock queue SUBCOMMAND") {
+			t.Errorf("help queue printed:\n%s", text)
+		}
+		for _, sub := range []string{"put", "take", "ls", "dead", "requeue"} {
+			if !strings.Contains(text, "\n  queue "+sub+" ") {
+				t.Errorf("help queue does not list queue %s:\n%s", sub, text)
+			}
 		}
 	}
 }
@@ -245,5 +279,44 @@ func TestJSONWhereHelpSays(t *testing.T) {
 				t.Errorf("zklock %q printed %q: %v; want a JSON object with a path", argv, out, err)
 			}
 		}
+	}
+}
+
+// TestExitStatusNamesRealFlags: where the usage's exit statuses name a flag
+// beside commands ("queue take: -timeout passed"), each of those commands
+// takes that flag (the text once gave watch a -timeout it refuses).
+func TestExitStatusNamesRealFlags(t *testing.T) {
+	t.Parallel()
+	text := usage[strings.Index(usage, "\nExit status:"):]
+	// An entry runs from its status to the next; its clauses are split by
+	// ';' and the commands in a clause are named before its ':'.
+	entries := regexp.MustCompile(`(?m)^  \d`).Split(text, -1)
+	commands := []string{"queue put", "queue take", "queue ls", "queue dead", "queue requeue", "holders", "watch", "leader", "lead", "run", "demo"}
+	checked := 0
+	for _, entry := range entries {
+		entry = strings.Join(strings.Fields(entry), " ")
+		for _, clause := range strings.Split(entry, ";") {
+			names, rest, ok := strings.Cut(clause, ":")
+			if !ok {
+				continue
+			}
+			flags := regexp.MustCompile(`(?:^|\s)(-[a-z][a-z-]*)`).FindAllStringSubmatch(rest, -1)
+			for _, name := range commands {
+				if !regexp.MustCompile(`(?:^|[ ,(])` + regexp.QuoteMeta(name) + `(?:$|[ ,)])`).MatchString(names) {
+					continue
+				}
+				names = strings.ReplaceAll(names, name, "") // "lead" is not "leader"
+				help := helpOut(t, strings.Fields(name)...)
+				for _, f := range flags {
+					checked++
+					if !strings.Contains(help, "\n  "+f[1]+" ") {
+						t.Errorf("the exit status %q names %s for %s, which takes no such flag", strings.TrimSpace(clause), f[1], name)
+					}
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no flag found in the exit statuses")
 	}
 }

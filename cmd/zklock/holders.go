@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"unicode"
 	"unicode/utf8"
@@ -26,6 +25,9 @@ func (c *cli) holders(args []string) (int, error) {
 		return exitFailure, err
 	}
 	defer done()
+	if err := lineUse("holders", kindLock, false).with(kindSemaphore, kindElection).check(s, path); err != nil {
+		return failed(err)
+	}
 	children, err := listChildren(s, path)
 	if err != nil {
 		return exitFailure, fmt.Errorf("holders %s: %w", path, err)
@@ -46,22 +48,17 @@ func (c *cli) holders(args []string) (int, error) {
 		fmt.Fprintf(c.stdout, "%s: no holder, no waiters\n", path)
 		return exitOK, nil
 	}
-	printContenders(c.stdout, l.kind, l.contenders, true)
+	printContenders(c.stdout, l.kind, l.contenders)
 	return exitOK, nil
 }
 
-// printContenders prints a line as a table, holders first, with each
-// node's full path or only its name.
-func printContenders(w io.Writer, kind string, cs []zklock.Contender, fullPath bool) {
+// printContenders prints a line as a table, holders first.
+func printContenders(w io.Writer, kind string, cs []zklock.Contender) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROLE\tNODE\tSESSION\tTOKEN\tDATA")
 	role, pos := positions(kind, cs)
 	for i, c := range cs {
-		node := c.Path
-		if !fullPath {
-			node = nodeName(node)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", roleText(role[i], pos[i]), node, sessionID(c.SessionID), c.Token, printable(c.Data))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", roleText(role[i], pos[i]), c.Path, sessionID(c.SessionID), c.Token, printable(c.Data))
 	}
 	tw.Flush()
 }
@@ -73,9 +70,6 @@ func roleText(role string, position int) string {
 	}
 	return role + " " + strconv.Itoa(position)
 }
-
-// nodeName is the last element of a node's path.
-func nodeName(path string) string { return path[strings.LastIndex(path, "/")+1:] }
 
 // printable shows node data as is when it is printable text, else quoted.
 func printable(b []byte) string {

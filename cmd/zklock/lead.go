@@ -14,16 +14,17 @@ import (
 // leader.
 func (c *cli) lead(args []string) (int, error) {
 	fs := c.flagSet("lead")
-	value := fs.String("value", "", "`text` stored in the contender's node, shown by leader (default: host, pid and CMD)")
-	h, err := c.parseHeld(fs, args, "lead", "lead [-timeout D] [-value S] [-grace D] PATH -- CMD [ARGS...]",
+	value := fs.String("value", "", "`text` stored in the contender's node, shown by leader and holders to anyone who may read PATH (default: host and pid; never CMD, which may carry a secret)")
+	h, err := c.parseHeld(fs, args, "lead", "lead [-timeout D] [-value S] [-grace D] PATH [-- CMD [ARGS...]]",
 		"leadership", "give up (exit 73) if not elected leader within `D`; 0 waits forever")
 	if err != nil {
 		return exitUsage, err
 	}
 	if *value == "" {
-		*value = defaultData(h.argv)
+		*value = defaultData()
 	}
 	h.what = "leadership of " + h.path
+	h.use = lineUse("lead", kindElection, true)
 	h.take = func(ctx context.Context, s *zkrecipes.Session) (*zklock.Lease, func(context.Context) error, error) {
 		el, err := zklock.NewElection(s, h.path)
 		if err != nil {
@@ -46,9 +47,9 @@ func (c *cli) leader(args []string) (int, error) {
 		return exitUsage, err
 	}
 
-	ctx, el, done, err := openUntilSignal(c, path, zklock.NewElection)
+	ctx, el, done, err := openUntilSignal(c, path, lineUse("leader", kindElection, false), zklock.NewElection)
 	if err != nil {
-		return exitFailure, err
+		return failed(err)
 	}
 	defer done()
 	l, err := el.Leader(ctx)
@@ -63,10 +64,10 @@ func (c *cli) leader(args []string) (int, error) {
 	case c.json:
 		v := newJSONData(l.Value)
 		return c.printJSON(exitOK, jsonLeader{Path: path, Leader: &jsonLeaderNode{
-			Path: l.Path, Session: sessionID(l.SessionID), Term: l.Token, Value: v.Data, Base64: v.Base64}})
+			Path: l.Path, Session: sessionID(l.SessionID), Token: l.Token, Value: v.Data, Base64: v.Base64}})
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "LEADER\tSESSION\tTERM\tVALUE")
+	fmt.Fprintln(tw, "NODE\tSESSION\tTOKEN\tVALUE")
 	fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", l.Path, sessionID(l.SessionID), l.Token, printable(l.Value))
 	tw.Flush()
 	return exitOK, nil

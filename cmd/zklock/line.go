@@ -9,16 +9,15 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zkrecipes"
-	"github.com/zkrecipes/zkrecipes/internal/line"
 	"github.com/zkrecipes/zkrecipes/zklock"
 )
 
 // The kinds of line holders and watch know, told apart by their nodes'
 // names.
 const (
-	kindLock      = "lock"      // a Mutex's or RWMutex's (or Curator's, kazoo's, zk.Lock's)
-	kindSemaphore = "semaphore" // "-sem-" nodes
-	kindElection  = "election"  // "-elect-" nodes
+	kindLock      = string(zklock.KindLock) // a Mutex's or RWMutex's (or Curator's, kazoo's, zk.Lock's)
+	kindSemaphore = string(zklock.KindSemaphore)
+	kindElection  = string(zklock.KindElection)
 )
 
 // recipeLine is one look at the line at a path, as the recipe whose line it
@@ -30,32 +29,10 @@ type recipeLine struct {
 	contenders []zklock.Contender
 }
 
-// kindOf tells from a directory's children whose line it is. An election's
-// or semaphore's node in a directory makes it theirs: those recipes keep a
-// directory to themselves, while a lock's line admits several clients'
-// nodes.
-func kindOf(children []string) string {
-	kinds := make(map[line.Kind]bool)
-	for _, name := range children {
-		if n, ok := line.ParseName(name); ok {
-			kinds[n.Kind] = true
-		}
-	}
-	switch {
-	case kinds[line.Candidate]:
-		return kindElection
-	case kinds[line.Permit]:
-		return kindSemaphore
-	case kinds[line.Exclusive] || kinds[line.Shared]:
-		return kindLock
-	}
-	return ""
-}
-
 // readLine reads the line at path, whose children are as listed: with the
 // Contenders of the recipe it belongs to.
 func readLine(ctx context.Context, s *zkrecipes.Session, path string, children []string) (recipeLine, error) {
-	l := recipeLine{kind: kindOf(children)}
+	l := recipeLine{kind: string(zklock.KindOf(children))}
 	var err error
 	switch l.kind {
 	case kindElection:

@@ -6,26 +6,35 @@
 //
 //	zklock [COMMON FLAGS] COMMAND [ARGS]
 //	zklock help [COMMAND [SUBCOMMAND]]
-//	zklock -version
+//	zklock version
 //
-// help prints the usage, or a command's synopsis and flags, on stdout.
-// -version (or --version) prints the module version zklock was built from:
-// a release's tag when installed with go install, a pseudo-version when
-// built in a git checkout (Go 1.24 on), "(devel)" without version control
-// information.
+// help prints the usage, or a command's synopsis and flags (help queue:
+// its subcommands), on stdout. version (or -version, --version) prints the
+// versions of zklock's module, of the library it was built with and of Go,
+// one "NAME version:" line each: a release's tag when installed with go
+// install, a pseudo-version when built in a git checkout (Go 1.24 on),
+// "(devel)" without version control information.
 //
 // Commands:
 //
-//	run [-n N] [-timeout D] [-data S] [-grace D] PATH -- CMD [ARGS...]
+//	run [-n N] [-timeout D] [-data S] [-grace D] PATH [-- CMD [ARGS...]]
 //	    Like flock(1): wait for the lock at PATH (at most -timeout; 0, the
 //	    default, waits forever), run CMD with stdin, stdout and stderr passed
-//	    through and ZKLOCK_TOKEN set to the lock's fencing token (a decimal
-//	    integer, higher for every later holder of PATH), then release the
-//	    lock. With -n N, hold one of N permits of a semaphore at PATH
-//	    instead (as consul lock -n): at most N CMDs run at once, first come
-//	    first served. -data is stored in the lock node for `holders` (default: host,
-//	    pid and CMD). -timeout counts from when the session is established;
-//	    connecting gives up after 15s.
+//	    through, then release the lock. CMD's environment tells it what it
+//	    holds (as etcdctl's ETCD_LOCK_KEY, consul's CONSUL_LOCK_HELD):
+//	    ZKLOCK_PATH (PATH), ZKLOCK_NODE (the node that holds the lock),
+//	    ZKLOCK_TOKEN (its fencing token: a decimal integer, higher for every
+//	    later holder of PATH) and ZKLOCK_SESSION (the session's id, 0x...).
+//	    With -n N, hold one of N permits of a semaphore at PATH instead (as
+//	    consul lock -n): at most N CMDs run at once, first come first
+//	    served. Without CMD, as etcdctl lock: print the node and the token,
+//	    separated by a space, on one line, and hold until SIGINT, SIGTERM or
+//	    another signal run forwards (then release, status 0) or the loss of
+//	    the lock (75). -data is stored in the lock node for holders (default:
+//	    the host and zklock's pid, never CMD, which may carry a secret:
+//	    anyone who may read PATH may read the node). -timeout counts from
+//	    when the session is established; connecting gives up after
+//	    -connect-timeout.
 //
 //	    CMD never outlives the lock. It runs in a process group of its own,
 //	    with every process it starts (unless one leaves the group, as a
@@ -43,7 +52,11 @@
 //	        lost, node deleted), the group gets SIGTERM, and SIGKILL -grace
 //	        later, or sooner: before ZooKeeper could expire the session and
 //	        give the lock to another (a fifth of the session timeout after
-//	        the session is given up); zklock exits 75 once it is gone.
+//	        the session is given up); zklock exits 75 once it is gone, and
+//	        says on stderr, in one line, what it lost and why. It does so
+//	        however the group ended: also when the guard below ended it at
+//	        the session's deadline a moment before the session gave itself
+//	        up.
 //	      - If zklock dies, kill -9 included, the group is killed at once
 //	        (SIGKILL), before ZooKeeper can expire the session and give the
 //	        lock to another: a small process of zklock's, which shows as
@@ -63,8 +76,11 @@
 //	    waiters in the order they will be served: node path, session id,
 //	    fencing token and data. Who holds is the recipe's own rule, as its
 //	    Contenders reports it (zklock.Contender.Holds). The recipe is told
-//	    by its nodes' names: "-elect-" an election's, "-sem-" a
-//	    semaphore's, any lock's otherwise.
+//	    by its nodes' names (zklock.KindOf). A PATH that does not exist
+//	    exits 4 (a lock's or an election's directory is a container node,
+//	    which the server removes once it has been empty a while, so an
+//	    unused one does not exist either); one that holds a queue, or nodes
+//	    of no recipe, exits 5.
 //
 //	watch [-once] PATH
 //	    Show the line of the lock, semaphore or election at PATH, and show
@@ -77,20 +93,25 @@
 //	    blank line, or clear the screen when stdout is a terminal; with
 //	    -json each frame is one JSON object on a line of its own. -once
 //	    prints one frame and exits. SIGINT and SIGTERM end it (status 0).
+//	    A PATH that does not exist is watched until something is there; one
+//	    that holds a queue, or nodes of no recipe, exits 5.
 //
-//	lead [-timeout D] [-value S] [-grace D] PATH -- CMD [ARGS...]
+//	lead [-timeout D] [-value S] [-grace D] PATH [-- CMD [ARGS...]]
 //	    Campaign in the leader election at PATH (at most -timeout; 0, the
 //	    default, waits forever) and, once elected, run CMD as run does, with
-//	    ZKLOCK_TOKEN set to the term (a decimal integer, higher for every
-//	    later leader of PATH). Once CMD's process group is gone, resign: the
-//	    next campaigner is elected. CMD never outlives the leadership:
-//	    signals, -grace, CMD's exit, the loss of leadership and zklock's
-//	    death are handled as by run. -value is stored in the contender's
-//	    node for `leader` (default: host, pid and CMD).
+//	    the same environment: ZKLOCK_NODE is the leader's node, ZKLOCK_TOKEN
+//	    the term (a decimal integer, higher for every later leader of PATH).
+//	    Once CMD's process group is gone, resign: the next campaigner is
+//	    elected. CMD never outlives the leadership: signals, -grace, CMD's
+//	    exit, the loss of leadership and zklock's death are handled as by
+//	    run; without CMD, lead holds the leadership as run holds the lock.
+//	    -value is stored in the contender's node for leader and holders
+//	    (default: the host and zklock's pid, never CMD).
 //
 //	leader PATH
-//	    Print the election's leader: node path, session id, term and value.
-//	    With no leader, print "PATH: no leader" and exit 3.
+//	    Print the election's leader: node path, session id, token (the
+//	    term) and value. With no leader, print "PATH: no leader" and exit 3;
+//	    a PATH that does not exist exits 4, one that holds another recipe 5.
 //
 //	queue put [-key K] [-delay D] PATH [DATA...]
 //	    Put each DATA argument, or else each line of stdin, as an item in
@@ -111,8 +132,9 @@
 //
 //	queue take [-once] [-timeout D] [-max-attempts N] [-backoff D] [-max-backoff D] [-grace D] PATH -- CMD [ARGS...]
 //	    Take the queue's items, oldest first, and run CMD for each, as run
-//	    does: the item's data on CMD's stdin, ZKLOCK_JOB_ID and
-//	    ZKLOCK_JOB_ATTEMPT (1 on the first delivery) in its environment,
+//	    does: the item's data on CMD's stdin, ZKLOCK_JOB_ID,
+//	    ZKLOCK_JOB_ATTEMPT (1 on the first delivery), ZKLOCK_PATH and
+//	    ZKLOCK_SESSION in its environment,
 //	    stdout and stderr passed through. When CMD exits 0 the item is
 //	    acked (gone for good); otherwise it is given back at its place in
 //	    line, held back from every consumer first: -backoff (default 1s)
@@ -138,13 +160,18 @@
 //	    Print how many items are pending (put and neither claimed, acked
 //	    nor dead) and how many are dead letters.
 //
+//	    Every queue subcommand refuses a PATH that holds a lock, a
+//	    semaphore or an election (status 5); ls, dead and requeue a PATH
+//	    that does not exist (4): put makes the queue, take waits for it.
+//
 //	queue dead PATH
 //	    List the dead letters, oldest first: id, deliveries, data.
 //
 //	queue requeue PATH ID...
 //	    Put the dead letters with these ids back at the end of the queue,
 //	    as new items, and print each new item's id. An id that is no dead
-//	    letter makes zklock exit 3.
+//	    letter makes zklock exit 3, an argument that is no item id 2; the
+//	    other ids are requeued all the same.
 //
 //	demo [-path P] [-workers N] [-rounds R] [-replicas N] [-producers N] [-consumers N] [-items N] [-hold D]
 //	    The library's three uses, one after the other, each client with a
@@ -175,6 +202,11 @@
 //	                     ("zk1:2181,zk2:2181/app": every PATH is then under
 //	                     /app, which must exist) (default $ZK_CONNECT, else
 //	                     127.0.0.1:2181)
+//	-connect-timeout D   give up connecting after D (default 5s): zklock
+//	                     then says, in one line, each server it tried and
+//	                     why that failed; at once when no retry could help
+//	                     (a server that is not ZooKeeper, -tls to a
+//	                     plaintext port)
 //	-session-timeout D   ZooKeeper session timeout (default 10s)
 //	-v                   log to stderr at info level; -v -v for debug
 //	-json                print listings as JSON: holders, leader, watch,
@@ -216,20 +248,27 @@
 // Exit status:
 //
 //	0    success (run, lead, queue take -once: CMD's own status; 128+N if
-//	     CMD died of signal N; watch, queue take, queue put: stopped by a
-//	     signal, or queue take's -timeout passed with no item)
+//	     CMD died of signal N; run and lead without CMD, watch, queue take,
+//	     queue put: stopped by a signal, or queue take's -timeout passed
+//	     with no item)
 //	1    failure: ZooKeeper unreachable or failing, a line or DATA too
 //	     large for queue put, a demo check failed, or (run, lead, queue
 //	     take) the process watching over CMD's group was killed; zklock
 //	     then kills the group itself
-//	2    bad usage
+//	2    bad usage (queue requeue: an argument that is no item id)
 //	3    leader: the election has no leader; queue requeue: no such dead
 //	     letter
+//	4    PATH does not exist: holders, leader, queue ls, dead, requeue
+//	5    PATH holds another recipe than the command's: a queue, or nodes
+//	     of no recipe, for holders, watch or leader; a queue for run or
+//	     lead; a lock, semaphore or election for a queue subcommand; an
+//	     election for run, a lock for lead, ...
 //	73   run, lead: the lock or leadership was not won within -timeout;
 //	     queue take -once: no item came within -timeout
-//	75   run, lead: the lock or leadership was lost while CMD (or its
-//	     process group) ran; queue take: the claim on the item was lost
-//	     while CMD ran
+//	75   run, lead: the lock or leadership was lost (session given up or
+//	     expired, node deleted) while held, CMD (or its process group)
+//	     running or not; queue take: the claim on the item was lost while
+//	     CMD ran. Said on stderr in one line, "zklock: lost ... : why".
 //	126  run, lead, queue take: CMD could not be started
 //	127  run, lead, queue take: CMD was not found
 //	128+N  zklock was interrupted by signal N while waiting for the lock,
@@ -253,7 +292,6 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zkrecipes"
-	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // Exit statuses; see the package doc.
@@ -263,14 +301,18 @@ const (
 	exitUsage        = 2
 	exitNoLeader     = 3
 	exitNoDeadLetter = 3  // queue requeue
+	exitNoPath       = 4  // PATH does not exist
+	exitWrongRecipe  = 5  // PATH holds another recipe
 	exitTimeout      = 73 // EX_CANTCREAT
 	exitLost         = 75 // EX_TEMPFAIL
 	exitNoExec       = 126
 	exitNotFound     = 127
 )
 
-// connectTimeout bounds how long a command waits for a ZooKeeper session.
-const connectTimeout = 15 * time.Second
+// defaultConnectTimeout bounds how long a command waits for a ZooKeeper
+// session (-connect-timeout): a server that answers gives one in
+// milliseconds, and one that cannot be had is better said soon.
+const defaultConnectTimeout = 5 * time.Second
 
 func main() {
 	if os.Getenv(guardEnv) != "" { // zklock started itself to guard a CMD
@@ -283,6 +325,7 @@ func main() {
 type cli struct {
 	servers        string
 	sessionTimeout time.Duration
+	connectTimeout time.Duration
 	verbosity      verbosity
 	json           bool   // -json: print listings as JSON
 	metricsAddr    string // -metrics: serve Prometheus metrics there
@@ -322,7 +365,8 @@ func flagStatus(err error) int {
 
 // realMain runs the command line args and returns the exit status.
 func realMain(args []string, stdout, stderr io.Writer) int {
-	c := &cli{servers: os.Getenv("ZK_CONNECT"), sessionTimeout: 10 * time.Second, stdout: stdout, stderr: stderr}
+	c := &cli{servers: os.Getenv("ZK_CONNECT"), sessionTimeout: 10 * time.Second, connectTimeout: defaultConnectTimeout,
+		stdout: stdout, stderr: stderr}
 	if c.servers == "" {
 		c.servers = "127.0.0.1:2181"
 	}
@@ -338,7 +382,10 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		if fs.NArg() > 0 {
 			return c.usage(usagef("-version takes no arguments, got %q", fs.Args()))
 		}
-		fmt.Fprintf(stdout, "zklock %s\n", version())
+		if err := printVersion(stdout); err != nil {
+			fmt.Fprintf(stderr, "zklock: %v\n", err)
+			return exitFailure
+		}
 		return exitOK
 	}
 	if fs.NArg() == 0 {
@@ -353,7 +400,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, &ue):
 		return c.usage(ue)
 	case err != nil:
-		fmt.Fprintf(stderr, "zklock: %v\n", err)
+		fmt.Fprintf(stderr, "zklock: %s\n", errText(err))
 	}
 	return code
 }
@@ -369,7 +416,20 @@ func (c *cli) commands() map[string]func([]string) (int, error) {
 		"queue":   c.queue,
 		"demo":    c.demo,
 		"help":    c.help,
+		"version": c.version,
 	}
+}
+
+// version is `zklock version`.
+func (c *cli) version(args []string) (int, error) {
+	c.synopsis = "version"
+	if len(args) > 0 {
+		return exitUsage, usagef("version takes no arguments, got %q", args)
+	}
+	if err := printVersion(c.stdout); err != nil {
+		return exitFailure, err
+	}
+	return exitOK, nil
 }
 
 // dispatch runs the command args name.
@@ -384,21 +444,21 @@ func (c *cli) dispatch(args []string) (int, error) {
 const usage = `Usage:
   zklock [COMMON FLAGS] COMMAND [ARGS]
   zklock help [COMMAND [SUBCOMMAND]]     this text, or a command's flags
-  zklock -version                        print zklock's version
+  zklock version                         print zklock's version (also -version)
 
 Commands:
-  run [-n N] [-timeout D] [-data S] [-grace D] PATH -- CMD [ARGS...]
-        hold the lock at PATH (-n: one of N permits) while CMD runs (ZKLOCK_TOKEN = fencing token);
-        CMD's process group never outlives the lock: signals are forwarded
-        to it, and it is killed if the lock is lost or zklock dies
+  run [-n N] [-timeout D] [-data S] [-grace D] PATH [-- CMD [ARGS...]]
+        hold the lock at PATH (-n: one of N permits) while CMD runs; CMD's
+        process group never outlives the lock: signals are forwarded to it,
+        and it is killed if the lock is lost or zklock dies; without CMD,
+        print the node and token and hold until interrupted
   holders PATH
         list the holders and waiters of the lock, semaphore or election at PATH
   watch [-once] PATH
         show the line of a lock, semaphore or election live: holders, waiters,
         time in line; redrawn on every change
-  lead [-timeout D] [-value S] [-grace D] PATH -- CMD [ARGS...]
-        once elected leader at PATH, run CMD (ZKLOCK_TOKEN = term) as run
-        does; then resign
+  lead [-timeout D] [-value S] [-grace D] PATH [-- CMD [ARGS...]]
+        once elected leader at PATH, run CMD as run does; then resign
   leader PATH
         print the election's leader (exit 3 if none)
   queue put [-key K] [-delay D] PATH [DATA...]
@@ -406,10 +466,10 @@ Commands:
         PATH; print the ids; a line over 1044480 bytes fails alone
   queue take [-once] [-timeout D] [-max-attempts N] [-backoff D]
              [-max-backoff D] [-grace D] PATH -- CMD [ARGS...]
-        run CMD for each item: data on stdin, ZKLOCK_JOB_ID, ZKLOCK_JOB_ATTEMPT;
-        ack the item if CMD exits 0, else give it back, held back 1s, then 2s,
-        4s... (-backoff, -max-backoff 1m); dead letter after 5 deliveries
-        (-max-attempts); each failure said on stderr; until SIGINT/SIGTERM
+        run CMD for each item, its data on stdin; ack the item if CMD exits
+        0, else give it back, held back 1s, then 2s, 4s... (-backoff,
+        -max-backoff 1m); dead letter after 5 deliveries (-max-attempts);
+        each failure said on stderr; until SIGINT/SIGTERM
   queue ls PATH
         count the pending items and the dead letters
   queue dead PATH
@@ -421,9 +481,19 @@ Commands:
         show a fair mutex, an election's hand-overs and a job queue at work,
         each client with a session of its own, and check what they did
 
+CMD's environment (run, lead, queue take):
+  ZKLOCK_PATH          PATH
+  ZKLOCK_NODE          run, lead: the node that holds the lock or leadership
+  ZKLOCK_TOKEN         run, lead: its fencing token (the election's term)
+  ZKLOCK_SESSION       the ZooKeeper session's id (0x...)
+  ZKLOCK_JOB_ID        queue take: the item's id
+  ZKLOCK_JOB_ATTEMPT   queue take: its delivery, 1 the first time
+
 Common flags (before or after COMMAND):
   -zk SERVERS          comma-separated host:port list, optionally ending in /chroot
                        ($ZK_CONNECT, else 127.0.0.1:2181)
+  -connect-timeout D   give up connecting after D (default 5s), naming each
+                       server tried and why it failed
   -session-timeout D   ZooKeeper session timeout (default 10s)
   -v                   log at info level; -v -v for debug
   -json                print listings as JSON: holders, leader, watch, queue put,
@@ -443,18 +513,26 @@ Secured ensembles (common flags too):
                        the command line, which ps shows); the nodes zklock then
                        creates are for that user only
 
+The node run and lead make stores the host and zklock's pid (-data, -value
+to store other text): anyone who may read PATH may read it.
+
 Exit status:
   0      ok; run, lead, queue take -once: CMD's status (128+N if it died of
-         signal N); watch, queue take, queue put: stopped by SIGINT/SIGTERM
-         or -timeout
+         signal N); run, lead without CMD, watch, queue put, queue take:
+         stopped by SIGINT or SIGTERM; queue take: -timeout passed with no
+         item
   1      failure (ZooKeeper unreachable or failing, a line too large for
          queue put, a demo check failed, the process watching over CMD's
          group was killed)
   2      bad usage
   3      leader: no leader; queue requeue: no such dead letter
+  4      PATH does not exist (holders, leader, queue ls, dead, requeue)
+  5      PATH holds another recipe than the command's (a queue for run, a
+         lock for queue put, ...)
   73     run, lead: lock or leadership not won within -timeout;
          queue take -once: no item within -timeout
-  75     run, lead: lock or leadership lost while CMD ran;
+  75     run, lead: lock or leadership lost (session given up or expired,
+         node deleted) while held, said on stderr in one line;
          queue take: claim on the item lost while CMD ran
   126    run, lead, queue take: CMD cannot be run
   127    run, lead, queue take: CMD not found
@@ -465,9 +543,9 @@ Exit status:
 // usage reports bad input with the usage of the command, if one was given.
 func (c *cli) usage(err error) int {
 	if c.synopsis == "" {
-		fmt.Fprintf(c.stderr, "zklock: %v\n\n%s", err, usage)
+		fmt.Fprintf(c.stderr, "zklock: %s\n\n%s", errText(err), usage)
 	} else {
-		fmt.Fprintf(c.stderr, "zklock: %v\nUsage: zklock %s\n", err, c.synopsis)
+		fmt.Fprintf(c.stderr, "zklock: %s\nUsage: zklock %s\n", errText(err), strings.TrimSuffix(c.synopsis, "\n"))
 	}
 	return exitUsage
 }
@@ -479,6 +557,7 @@ func (c *cli) flagSet(name string) *flag.FlagSet {
 	fs.SetOutput(c.stderr)
 	fs.StringVar(&c.servers, "zk", c.servers, "the ZooKeeper `SERVERS`, a comma-separated host:port list, optionally ending in /chroot ($ZK_CONNECT)")
 	fs.DurationVar(&c.sessionTimeout, "session-timeout", c.sessionTimeout, "ZooKeeper session timeout `D`")
+	fs.DurationVar(&c.connectTimeout, "connect-timeout", c.connectTimeout, "give up connecting after `D`, and say what was tried")
 	fs.Var(&c.verbosity, "v", "more logging (repeat for more)")
 	fs.BoolVar(&c.json, "json", c.json, "print listings as JSON")
 	fs.StringVar(&c.metricsAddr, "metrics", c.metricsAddr, "serve Prometheus metrics at http://`ADDR`/metrics")
@@ -513,6 +592,9 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, synopsis string) error {
 	if c.sessionTimeout <= 0 {
 		return usagef("-session-timeout must be positive")
 	}
+	if c.connectTimeout <= 0 {
+		return usagef("-connect-timeout must be positive")
+	}
 	if err := c.sec.check(); err != nil {
 		return err
 	}
@@ -542,14 +624,15 @@ func (c *cli) serverList() ([]string, error) {
 	return servers, nil
 }
 
-// connect opens a session, giving up after connectTimeout or when ctx ends.
+// connect opens a session, giving up after -connect-timeout or when ctx
+// ends.
 // log tags the session's own log lines.
 func (c *cli) connect(ctx context.Context, log *slog.Logger) (*zkrecipes.Session, error) {
 	servers, err := c.serverList()
 	if err != nil {
 		return nil, err
 	}
-	opts := []zkrecipes.Option{zkrecipes.WithSessionTimeout(c.sessionTimeout), zkrecipes.WithLogger(log)}
+	opts := []zkrecipes.Option{zkrecipes.WithSessionTimeout(c.sessionTimeout), zkrecipes.WithLogger(slog.New(sessionOver{log.Handler()}))}
 	opts = append(opts, c.sec.options()...)
 	if c.metricsAddr != "" {
 		m, err := c.startMetrics()
@@ -558,7 +641,7 @@ func (c *cli) connect(ctx context.Context, log *slog.Logger) (*zkrecipes.Session
 		}
 		opts = append(opts, zkrecipes.WithMeterProvider(m.provider))
 	}
-	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, c.connectTimeout, fmt.Errorf("-connect-timeout %v passed", c.connectTimeout))
 	defer cancel()
 	s, err := zkrecipes.Connect(ctx, servers, opts...)
 	if errors.Is(err, zkrecipes.ErrInvalidArgument) {
@@ -599,9 +682,21 @@ func (c *cli) stopMetrics() {
 	}
 }
 
+// errText is err's text for a line that zklock prefixes with its name:
+// without the name of the library's package that returned it ("zklock: "
+// of package zklock, "zkrecipes: ", "fairqueue: "), which would only say
+// it again or say where in the library it was made.
+func errText(err error) string {
+	text := err.Error()
+	for _, pkg := range []string{"zklock: ", "zkrecipes: ", "fairqueue: "} {
+		text = strings.TrimPrefix(text, pkg)
+	}
+	return text
+}
+
 // checkPath validates a lock path given on the command line.
 func checkPath(p string) error {
-	if err := znode.ValidatePath(p); err != nil {
+	if err := zkrecipes.ValidatePath(p); err != nil {
 		return usageError{err.Error()}
 	}
 	return nil
@@ -621,4 +716,26 @@ func (v *verbosity) Set(s string) error {
 		*v++
 	}
 	return nil
+}
+
+// sessionOver lowers the session's own warning that it is over to info:
+// zklock says so itself, once, in its own words (a lost lock, a failed
+// command).
+type sessionOver struct{ slog.Handler }
+
+func (h sessionOver) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "session over" && r.Level == slog.LevelWarn {
+		if r.Level = slog.LevelInfo; !h.Handler.Enabled(ctx, r.Level) {
+			return nil
+		}
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h sessionOver) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return sessionOver{h.Handler.WithAttrs(attrs)}
+}
+
+func (h sessionOver) WithGroup(name string) slog.Handler {
+	return sessionOver{h.Handler.WithGroup(name)}
 }

@@ -58,7 +58,7 @@ type jsonLeader struct {
 type jsonLeaderNode struct {
 	Path    string  `json:"path"`
 	Session string  `json:"session"`
-	Term    int64   `json:"term"`
+	Token   int64   `json:"token"` // the node's czxid: the term, a fencing token as a lock's
 	Value   *string `json:"value,omitempty"`
 	Base64  []byte  `json:"value_base64,omitempty"`
 }

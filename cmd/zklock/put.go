@@ -49,9 +49,9 @@ func (c *cli) queuePut(args []string) (int, error) {
 		go readItems(os.Stdin, p.items)
 	}
 
-	ctx, q, done, err := openUntilSignal(c, path, fairqueue.New)
+	ctx, q, done, err := openUntilSignal(c, path, useQueue(name, true), fairqueue.New)
 	if err != nil {
-		return exitFailure, err
+		return failed(err)
 	}
 	defer done()
 	p.q = q

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -29,8 +30,8 @@ func (c *cli) queue(args []string) (int, error) {
 	// Common flags may come between queue and the subcommand; the
 	// subcommand checks them.
 	fs := c.flagSet("queue")
-	c.synopsis = "queue put|take|ls|dead|requeue [FLAGS] PATH [ARGS]"
-	fs.Usage = func() { fmt.Fprintf(c.stderr, "Usage: zklock %s\n", c.synopsis) }
+	c.synopsis = "queue SUBCOMMAND [FLAGS] PATH [ARGS]\n\nSubcommands:\n" + queueUsage()
+	fs.Usage = func() { fmt.Fprintf(c.stderr, "Usage: zklock %s", c.synopsis) }
 	if err := fs.Parse(args); err != nil {
 		return exitUsage, flagError{err}
 	}
@@ -42,6 +43,12 @@ func (c *cli) queue(args []string) (int, error) {
 		return exitUsage, usagef("queue: unknown subcommand %q: want put, take, ls, dead or requeue", fs.Arg(0))
 	}
 	return sub(fs.Args()[1:])
+}
+
+// queueUsage is what the usage says of the queue subcommands.
+func queueUsage() string {
+	from := strings.Index(usage, "  queue put")
+	return usage[from : from+strings.Index(usage[from:], "  demo")]
 }
 
 // queuePath parses the arguments of a queue subcommand: flags, PATH, and the
@@ -87,7 +94,7 @@ func (c *cli) queueTake(args []string) (int, error) {
 	if err := c.parse(fs, args, "queue take [-once] [-timeout D] [-max-attempts N] [-backoff D] [-max-backoff D] [-grace D] PATH -- CMD [ARGS...]"); err != nil {
 		return exitUsage, err
 	}
-	path, argv, err := cmdArgs(name, fs.Args())
+	path, argv, err := cmdArgs(name, fs.Args(), false)
 	switch {
 	case err != nil:
 		return exitUsage, err
@@ -123,7 +130,7 @@ func (c *cli) queueTake(args []string) (int, error) {
 		q *fairqueue.Queue
 	}
 	o, sig, err := interruptible(sigs, func(ctx context.Context) (opened, error) {
-		s, q, err := openRecipe(ctx, c, path, fairqueue.New, opts...)
+		s, q, err := openRecipe(ctx, c, path, useQueue(name, true), fairqueue.New, opts...)
 		return opened{s, q}, err
 	})
 	if o.s != nil {
@@ -133,7 +140,7 @@ func (c *cli) queueTake(args []string) (int, error) {
 	case sig != nil:
 		return t.interrupted(sig)
 	case err != nil:
-		return exitFailure, err
+		return failed(err)
 	}
 	t.s, t.q = o.s, o.q
 	return t.loop(sigs)
@@ -196,7 +203,7 @@ func (t *taker) loop(sigs <-chan os.Signal) (int, error) {
 		t.log.Info("took", "id", job.ID(), "attempt", job.Attempt())
 		out := t.supervise(child{
 			argv:  t.argv,
-			env:   []string{"ZKLOCK_JOB_ID=" + job.ID(), "ZKLOCK_JOB_ATTEMPT=" + strconv.Itoa(job.Attempt())},
+			env:   t.jobEnv(job),
 			stdin: bytes.NewReader(job.Data()),
 			what:  fmt.Sprintf("the claim on %s item %s", t.path, job.ID()),
 			grace: t.grace,
@@ -209,7 +216,7 @@ func (t *taker) loop(sigs <-chan os.Signal) (int, error) {
 			return exitLost, nil // reported when it happened
 		}
 		if err := t.settle(job, out.code); errors.Is(err, fairqueue.ErrClaimLost) {
-			fmt.Fprintf(t.stderr, "zklock: lost the claim on %s item %s: %v\n", t.path, job.ID(), err)
+			fmt.Fprintf(t.stderr, "zklock: lost the claim on %s item %s: %s\n", t.path, job.ID(), lossCause(err))
 			return exitLost, nil
 		} else if err != nil {
 			return exitFailure, err
@@ -270,7 +277,7 @@ func (t *taker) work(sigs <-chan os.Signal) (int, error) {
 		t.log.Info("took", "id", job.ID(), "attempt", job.Attempt())
 		out := t.supervise(child{
 			argv:  t.argv,
-			env:   []string{"ZKLOCK_JOB_ID=" + job.ID(), "ZKLOCK_JOB_ATTEMPT=" + strconv.Itoa(job.Attempt())},
+			env:   t.jobEnv(job),
 			stdin: bytes.NewReader(job.Data()),
 			what:  fmt.Sprintf("the claim on %s item %s", t.path, job.ID()),
 			grace: t.grace,
@@ -338,6 +345,17 @@ func (t *taker) take(ctx context.Context) (*fairqueue.Job, error) {
 		err = fmt.Errorf("%w: %w", errTimeout, err)
 	}
 	return job, err
+}
+
+// jobEnv is what CMD learns of its item from its environment: the queue's
+// path, the item's id and delivery, and the session's id.
+func (t *taker) jobEnv(job *fairqueue.Job) []string {
+	return []string{
+		"ZKLOCK_PATH=" + t.path,
+		"ZKLOCK_JOB_ID=" + job.ID(),
+		"ZKLOCK_JOB_ATTEMPT=" + strconv.Itoa(job.Attempt()),
+		"ZKLOCK_SESSION=" + sessionID(t.s.ID()),
+	}
 }
 
 // The defaults of queue take: a CMD that fails on every item must not
@@ -451,9 +469,9 @@ func (c *cli) queueLs(args []string) (int, error) {
 		return exitUsage, err
 	}
 
-	ctx, q, done, err := openUntilSignal(c, path, fairqueue.New)
+	ctx, q, done, err := openUntilSignal(c, path, useQueue("queue ls", false), fairqueue.New)
 	if err != nil {
-		return exitFailure, err
+		return failed(err)
 	}
 	defer done()
 	n, err := q.Len(ctx)
@@ -489,9 +507,9 @@ func (c *cli) queueDead(args []string) (int, error) {
 		return exitUsage, err
 	}
 
-	ctx, q, done, err := openUntilSignal(c, path, fairqueue.New)
+	ctx, q, done, err := openUntilSignal(c, path, useQueue("queue dead", false), fairqueue.New)
 	if err != nil {
-		return exitFailure, err
+		return failed(err)
 	}
 	defer done()
 	dead, err := q.DeadLetters(ctx)
@@ -546,9 +564,9 @@ func (c *cli) queueRequeue(args []string) (int, error) {
 		return exitUsage, usagef("%s: missing ID after PATH", name)
 	}
 
-	ctx, q, done, err := openUntilSignal(c, path, fairqueue.New)
+	ctx, q, done, err := openUntilSignal(c, path, useQueue(name, false), fairqueue.New)
 	if err != nil {
-		return exitFailure, err
+		return failed(err)
 	}
 	defer done()
 	code := exitOK
@@ -556,10 +574,18 @@ func (c *cli) queueRequeue(args []string) (int, error) {
 	for _, id := range ids {
 		newID, err := q.Requeue(ctx, id)
 		switch {
+		case errors.Is(err, zkrecipes.ErrInvalidArgument):
+			// Checked before anything is sent: bad input, as a usage
+			// error is; the other ids are requeued all the same.
+			fmt.Fprintf(c.stderr, "zklock: %s: %q is no item id (queue dead lists the ids)\n", name, id)
+			out.Malformed = append(out.Malformed, id)
+			code = exitUsage
 		case errors.Is(err, fairqueue.ErrNoDeadLetter):
-			fmt.Fprintf(c.stderr, "zklock: %s: no dead letter %s\n", path, id)
+			fmt.Fprintf(c.stderr, "zklock: %s: %s has no dead letter %s\n", name, path, id)
 			out.NotFound = append(out.NotFound, id)
-			code = exitNoDeadLetter
+			if code == exitOK {
+				code = exitNoDeadLetter
+			}
 		case err != nil && c.json:
 			if _, perr := c.printJSON(exitFailure, out); perr != nil {
 				return exitFailure, perr
@@ -581,9 +607,10 @@ func (c *cli) queueRequeue(args []string) (int, error) {
 
 // jsonRequeue is queue requeue's output.
 type jsonRequeue struct {
-	Path     string         `json:"path"`
-	Requeued []jsonRequeued `json:"requeued"`
-	NotFound []string       `json:"not_found,omitempty"` // ids that are no dead letter
+	Path      string         `json:"path"`
+	Requeued  []jsonRequeued `json:"requeued"`
+	NotFound  []string       `json:"not_found,omitempty"` // ids that are no dead letter
+	Malformed []string       `json:"malformed,omitempty"` // arguments that are no item id
 }
 
 type jsonRequeued struct {

@@ -197,10 +197,11 @@ func TestQueueDeadLetters(t *testing.T) {
 	addr := zktest.Start(t).Addr()
 	path := lockPath(t)
 
+	run(t, addr, exitNoPath, "queue", "dead", path) // no queue there yet
+	poison := strings.TrimSpace(run(t, addr, 0, "queue", "put", path, "poison"))
 	if out := run(t, addr, 0, "queue", "dead", path); out != path+": no dead letters\n" {
 		t.Errorf("queue dead on a new queue printed %q", out)
 	}
-	poison := strings.TrimSpace(run(t, addr, 0, "queue", "put", path, "poison"))
 	put := zklockCmd(t, addr, "queue", "put", path)
 	put.Stdin = strings.NewReader("\xff\x00\n")
 	if got := status(t, put); got != 0 {

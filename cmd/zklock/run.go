@@ -26,9 +26,9 @@ const releaseTimeout = 10 * time.Second
 // of N permits of the semaphore at PATH.
 func (c *cli) run(args []string) (int, error) {
 	fs := c.flagSet("run")
-	data := fs.String("data", "", "`text` stored in the lock node, shown by holders (default: host, pid and CMD)")
+	data := fs.String("data", "", "`text` stored in the lock node, shown by holders to anyone who may read PATH (default: host and pid; never CMD, which may carry a secret)")
 	permits := fs.Int("n", 0, "hold one of `N` permits of a semaphore at PATH instead of the lock: at most N CMDs run at once (as consul lock -n)")
-	h, err := c.parseHeld(fs, args, "run", "run [-n N] [-timeout D] [-data S] [-grace D] PATH -- CMD [ARGS...]",
+	h, err := c.parseHeld(fs, args, "run", "run [-n N] [-timeout D] [-data S] [-grace D] PATH [-- CMD [ARGS...]]",
 		"the lock", "give up (exit 73) if the lock is not acquired within `D`; 0 waits forever")
 	if err != nil {
 		return exitUsage, err
@@ -37,9 +37,10 @@ func (c *cli) run(args []string) (int, error) {
 		return exitUsage, usagef("run: -n must be at least 1 (or 0 for the lock), not %d", *permits)
 	}
 	if *data == "" {
-		*data = defaultData(h.argv)
+		*data = defaultData()
 	}
 	h.what = "the lock on " + h.path
+	h.use = lineUse("run", kindLock, true)
 	acquire := func(s *zkrecipes.Session) (func(context.Context) (*zklock.Lease, error), error) {
 		m, err := zklock.NewMutex(s, h.path, zklock.WithData([]byte(*data)))
 		if err != nil {
@@ -49,6 +50,7 @@ func (c *cli) run(args []string) (int, error) {
 	}
 	if *permits > 0 {
 		h.what = fmt.Sprintf("a permit of %d on %s", *permits, h.path)
+		h.use = lineUse("run -n", kindSemaphore, true)
 		acquire = func(s *zkrecipes.Session) (func(context.Context) (*zklock.Lease, error), error) {
 			sm, err := zklock.NewSemaphore(s, h.path, *permits, zklock.WithData([]byte(*data)))
 			if err != nil {
@@ -78,6 +80,7 @@ type held struct {
 	argv    []string
 	timeout time.Duration // 0: wait forever
 	grace   time.Duration // between SIGTERM and SIGKILL to CMD's group
+	use     use           // what PATH may hold
 
 	// take waits, on the session s, until it holds; ctx ends the wait. It
 	// returns the lease and what gives it up.
@@ -94,7 +97,7 @@ func (c *cli) parseHeld(fs *flag.FlagSet, args []string, name, synopsis, noun, t
 	if err := c.parse(fs, args, synopsis); err != nil {
 		return held{}, err
 	}
-	path, argv, err := cmdArgs(name, fs.Args())
+	path, argv, err := cmdArgs(name, fs.Args(), true)
 	switch {
 	case err != nil:
 		return held{}, err
@@ -106,15 +109,17 @@ func (c *cli) parseHeld(fs *flag.FlagSet, args []string, name, synopsis, noun, t
 	return held{path: path, argv: argv, timeout: *timeout, grace: *grace}, nil
 }
 
-// defaultData is what run and lead store in their node unless told: host,
-// pid and CMD.
-func defaultData(argv []string) string {
+// defaultData is what run and lead store in their node unless told: host
+// and pid. Never CMD: the node is as readable as the lock's path, by anyone
+// without -auth, and a command line may carry a secret.
+func defaultData() string {
 	host, _ := os.Hostname()
-	return fmt.Sprintf("%s pid %d: %s", host, os.Getpid(), strings.Join(argv, " "))
+	return fmt.Sprintf("%s pid %d", host, os.Getpid())
 }
 
-// cmdArgs splits "PATH -- CMD [ARGS...]" for the command name.
-func cmdArgs(name string, args []string) (path string, argv []string, err error) {
+// cmdArgs splits "PATH -- CMD [ARGS...]" for the command name; with
+// optional, "PATH" alone is accepted too (argv nil).
+func cmdArgs(name string, args []string, optional bool) (path string, argv []string, err error) {
 	if len(args) == 0 {
 		return "", nil, usagef("%s: missing PATH", name)
 	}
@@ -123,6 +128,8 @@ func cmdArgs(name string, args []string) (path string, argv []string, err error)
 		return "", nil, usagef("%s: %v", name, err)
 	}
 	switch {
+	case len(args) == 1 && optional:
+		return path, nil, nil
 	case len(args) == 1:
 		return "", nil, usagef("%s: missing -- and CMD after PATH", name)
 	case args[1] != "--" && strings.HasPrefix(args[1], "-"):
@@ -149,9 +156,12 @@ func (c *cli) hold(h held) (int, error) {
 		return code, err
 	}
 	defer s.Close() // if the release fails, this removes the node
+	if len(h.argv) == 0 {
+		return c.holdAlone(h, s, lease, release, sigs)
+	}
 	out := c.supervise(child{
 		argv:  h.argv,
-		env:   []string{"ZKLOCK_TOKEN=" + strconv.FormatInt(lease.Token(), 10)},
+		env:   holdEnv(h.path, s, lease),
 		stdin: os.Stdin,
 		what:  h.what,
 		grace: h.grace,
@@ -173,6 +183,41 @@ func (c *cli) hold(h held) (int, error) {
 		c.log.Info("released", "what", h.what)
 	}
 	return code, nil
+}
+
+// holdEnv is what CMD learns of the hold from its environment (as
+// etcdctl's ETCD_LOCK_KEY, consul's CONSUL_LOCK_HELD): the lock's (or the
+// election's) path, the node that holds it, its fencing token (the term)
+// and the session's id.
+func holdEnv(path string, s *zkrecipes.Session, lease *zklock.Lease) []string {
+	return []string{
+		"ZKLOCK_PATH=" + path,
+		"ZKLOCK_NODE=" + lease.Path(),
+		"ZKLOCK_TOKEN=" + strconv.FormatInt(lease.Token(), 10),
+		"ZKLOCK_SESSION=" + sessionID(s.ID()),
+	}
+}
+
+// holdAlone is run or lead with no CMD: it prints the node that holds and
+// its token, then holds until a signal (status 0, once released) or the
+// loss of the hold (75), as etcdctl lock does.
+func (c *cli) holdAlone(h held, s *zkrecipes.Session, lease *zklock.Lease, release func(context.Context) error, sigs <-chan os.Signal) (int, error) {
+	if _, err := fmt.Fprintf(c.stdout, "%s %d\n", lease.Path(), lease.Token()); err != nil {
+		return exitFailure, err
+	}
+	select {
+	case sig := <-sigs:
+		c.log.Info("releasing", "what", h.what, "signal", signame(sig))
+	case <-lease.Done():
+		fmt.Fprintf(c.stderr, "zklock: lost %s: %s\n", h.what, lossCause(lease.Err()))
+		return exitLost, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	if err := release(ctx); err != nil {
+		return exitFailure, fmt.Errorf("releasing %s: %s (closing the session removes the node)", h.what, lossCause(err))
+	}
+	return exitOK, nil
 }
 
 // acquire connects and waits to hold h, until its timeout (if not 0) or a
@@ -209,7 +254,8 @@ func (c *cli) acquire(h held, sigs <-chan os.Signal) (*zkrecipes.Session, *zkloc
 	case errors.Is(r.err, errTimeout):
 		return nil, nil, nil, exitTimeout, fmt.Errorf("did not get %s within %v", h.what, h.timeout)
 	case r.err != nil:
-		return nil, nil, nil, exitFailure, r.err
+		code, err := failed(r.err)
+		return nil, nil, nil, code, err
 	}
 	c.log.Info("acquired", "what", h.what, "token", r.lease.Token(), "waited", time.Since(begin).Round(time.Millisecond))
 	return r.s, r.lease, r.release, exitOK, nil
@@ -220,6 +266,10 @@ func (c *cli) acquire(h held, sigs <-chan os.Signal) (*zkrecipes.Session, *zkloc
 func (c *cli) take(ctx context.Context, h held) (*zkrecipes.Session, *zklock.Lease, func(context.Context) error, error) {
 	s, err := c.connect(ctx, c.log)
 	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := h.use.check(s, h.path); err != nil {
+		s.Close()
 		return nil, nil, nil, err
 	}
 	if h.timeout > 0 {

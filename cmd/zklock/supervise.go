@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/zkrecipes/zkrecipes"
-	"github.com/zkrecipes/zkrecipes/internal/session"
+	"github.com/zkrecipes/zkrecipes/fairqueue"
+	"github.com/zkrecipes/zkrecipes/zklock"
 )
 
 // child is a CMD that zklock runs while it holds something: a lock, a
@@ -66,7 +68,7 @@ func (c *cli) supervise(ch child, sigs <-chan os.Signal) outcome {
 
 	g, err := startGroup(ch, c.stdout, c.stderr)
 	if err != nil {
-		fmt.Fprintf(c.stderr, "zklock: %v\n", err)
+		fmt.Fprintf(c.stderr, "zklock: %s\n", errText(err))
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, iofs.ErrNotExist) {
 			return outcome{code: exitNotFound}
 		}
@@ -78,11 +80,39 @@ func (c *cli) supervise(ch child, sigs <-chan os.Signal) outcome {
 	out := outcome{started: true}
 	lost := ch.lost
 	var kill <-chan time.Time
+	var killAfter time.Duration
 	terminate := func() {
 		g.terminate()
 		if kill == nil {
-			kill = time.After(ch.killDelay())
+			killAfter = ch.killDelay()
+			kill = time.After(killAfter)
 		}
+	}
+	// The loss is said once, in one line, whoever noticed it first: zklock
+	// (the hold ended), or the guard (a deadline of the session passed
+	// before zklock told it a later one: the session is being given up, or
+	// zklock was stopped).
+	reported := false
+	report := func(err error, acted string) {
+		if !reported {
+			reported = true
+			fmt.Fprintf(c.stderr, "zklock: lost %s while %s ran: %s; %s\n", ch.what, name, lossCause(err), acted)
+		}
+	}
+	guardActed := false
+	// ended settles the outcome once nothing of the group is left (or the
+	// guard died): the hold is lost if it ended, or if the guard had to end
+	// the group on the session's deadline.
+	ended := func() outcome {
+		err := ch.err()
+		if err == nil && guardActed {
+			err = ch.waitLoss()
+		}
+		if err != nil || guardActed {
+			report(err, fmt.Sprintf("process group %d is gone", g.pgid))
+			out.code, out.lost = exitLost, true
+		}
+		return out
 	}
 	ch.tellDeadlines(g)
 	tell := time.NewTicker(deadlineEvery)
@@ -99,16 +129,13 @@ func (c *cli) supervise(ch child, sigs <-chan os.Signal) outcome {
 				fmt.Fprintf(c.stderr, "zklock: the process that watched %s died (%v); sending SIGKILL to its process group %d\n",
 					name, ev.how, g.pgid)
 				if err := g.killGroup(); err != nil {
-					fmt.Fprintf(c.stderr, "zklock: %v\n", err)
+					fmt.Fprintf(c.stderr, "zklock: %s\n", errText(err))
 				}
 				out.code = exitFailure
-				if err := ch.err(); err != nil {
-					if lost != nil {
-						fmt.Fprintf(c.stderr, "zklock: lost %s: %v\n", ch.what, err)
-					}
-					out.code, out.lost = exitLost, true
-				}
-				return out
+				return ended()
+			case ev.deadline != "":
+				c.log.Info("the guard ended CMD's group at the session's deadline", "signal", "SIG"+ev.deadline, "pgid", g.pgid)
+				guardActed = true
 			case ev.exited:
 				out.code = exitStatus(ev.status)
 				if ev.left {
@@ -116,13 +143,7 @@ func (c *cli) supervise(ch child, sigs <-chan os.Signal) outcome {
 					terminate()
 				}
 			default: // the group is gone
-				if err := ch.err(); err != nil {
-					if lost != nil { // lost just as the group ended
-						fmt.Fprintf(c.stderr, "zklock: lost %s: %v\n", ch.what, err)
-					}
-					out.code, out.lost = exitLost, true
-				}
-				return out
+				return ended()
 			}
 		case sig := <-sigs:
 			c.log.Info("forwarding signal", "signal", signame(sig), "pgid", g.pgid)
@@ -132,16 +153,55 @@ func (c *cli) supervise(ch child, sigs <-chan os.Signal) outcome {
 			c.log.Warn("not stopping: the lock would expire while CMD runs", "signal", signame(sig))
 		case <-lost:
 			lost = nil
-			fmt.Fprintf(c.stderr, "zklock: lost %s while %s ran: %v; sending SIGTERM to its process group %d\n",
-				ch.what, name, ch.err(), g.pgid)
+			report(ch.err(), fmt.Sprintf("sending SIGTERM to its process group %d", g.pgid))
 			terminate()
 		case <-kill:
 			kill = nil
 			fmt.Fprintf(c.stderr, "zklock: process group %d of %s still running %v after SIGTERM; sending SIGKILL\n",
-				g.pgid, name, ch.grace)
+				g.pgid, name, killAfter.Round(time.Millisecond))
 			g.kill()
 		}
 	}
+}
+
+// waitLoss waits, once the guard ended CMD's group at the session's
+// deadline, for the session to give itself up, as it does at once after
+// that deadline; it returns why the hold ended, or nil if it had not by
+// the time the ensemble could have expired the session. (Either way CMD
+// was stopped because the hold could not be vouched for.)
+func (ch child) waitLoss() error {
+	wait := time.Second
+	if ch.session != nil {
+		_, expiry := ch.session.Remaining()
+		wait = max(wait, expiry)
+	}
+	select {
+	case <-ch.lost:
+		return ch.err()
+	case <-time.After(wait):
+		return nil
+	}
+}
+
+// lossCause says why a hold ended, without what the line saying so says
+// already: the session's end, or the detail after the sentinel ("our node
+// was deleted by another client").
+func lossCause(err error) string {
+	if err == nil {
+		return "no contact with ZooKeeper was proven before the session's deadline"
+	}
+	text := err.Error()
+	for _, sentinel := range []error{zkrecipes.ErrSessionExpired, zkrecipes.ErrSessionLost, zkrecipes.ErrClosed} {
+		if i := strings.LastIndex(text, sentinel.Error()); i >= 0 && errors.Is(err, sentinel) {
+			return text[i:]
+		}
+	}
+	for _, sentinel := range []error{zklock.ErrLockLost, fairqueue.ErrClaimLost} {
+		if i := strings.LastIndex(text, sentinel.Error()+": "); i >= 0 && errors.Is(err, sentinel) {
+			return text[i+len(sentinel.Error())+2:]
+		}
+	}
+	return errText(err)
 }
 
 // deadlineEvery is how often zklock tells the guard the session's
@@ -154,7 +214,7 @@ func (ch child) tellDeadlines(g *group) {
 	if ch.session == nil {
 		return
 	}
-	lost, expiry := ch.session.Internal(session.Key{}).Remaining()
+	lost, expiry := ch.session.Remaining()
 	g.deadlines(lost, expiry)
 }
 
@@ -165,7 +225,7 @@ func (ch child) killDelay() time.Duration {
 	if ch.session == nil {
 		return ch.grace
 	}
-	_, expiry := ch.session.Internal(session.Key{}).Remaining()
+	_, expiry := ch.session.Remaining()
 	return max(0, min(ch.grace, expiry-expiryMargin))
 }
 

@@ -47,6 +47,10 @@ func (c *cli) watch(args []string) (int, error) {
 		return exitFailure, err
 	}
 	defer s.Close()
+	u := use{name: "watch", kinds: []string{kindLock, kindSemaphore, kindElection}, create: true}
+	if err := u.check(s, path); err != nil {
+		return failed(err)
+	}
 	w := newLineWatcher(ctx, s, path, !*once)
 	defer w.stop()
 	tty := !*once && !c.json && isTerminal(c.stdout)
@@ -330,7 +334,7 @@ func (f frame) print(w io.Writer) error {
 	}
 	role, pos := positions(f.kind, f.cs())
 	for i, m := range f.contenders {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\t%s\n", roleText(role[i], pos[i]), nodeName(m.Path), sessionID(m.SessionID), m.Token,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\t%s\n", roleText(role[i], pos[i]), m.Path, sessionID(m.SessionID), m.Token,
 			f.inLine(m).Round(100*time.Millisecond), printable(m.Data))
 	}
 	return tw.Flush()

@@ -96,8 +96,8 @@ func TestWatchOnce(t *testing.T) {
 	}
 	want := regexp.MustCompile(`^` + regexp.QuoteMeta(path) + `: lock, 1 holder, 1 waiter, at .*\n` +
 		`ROLE +NODE +SESSION +TOKEN +IN LINE +DATA\n` +
-		`holder +\S+-lock-\d+ +0x[0-9a-f]+ +\d+ +[0-9.hms]+ +the holder\n` +
-		`waiter 1 +\S+-lock-\d+ +0x[0-9a-f]+ +\d+ +[0-9.hms]+ +a waiter\n$`)
+		`holder +` + regexp.QuoteMeta(path) + `/\S+-lock-\d+ +0x[0-9a-f]+ +\d+ +[0-9.hms]+ +the holder\n` +
+		`waiter 1 +` + regexp.QuoteMeta(path) + `/\S+-lock-\d+ +0x[0-9a-f]+ +\d+ +[0-9.hms]+ +a waiter\n$`)
 	if out := run(t, addr, 0, "watch", "-once", path); !want.MatchString(out) {
 		t.Errorf("watch -once printed:\n%s\nwant a match for %s", out, want)
 	}
@@ -150,7 +150,7 @@ func TestWatchOnce(t *testing.T) {
 	var l jsonLeader
 	runJSON(t, addr, &l, "leader", "-json", election)
 	if c := f.Contenders[0]; l.Path != election || l.Leader == nil || l.Leader.Path != c.Path || l.Leader.Session != c.Session ||
-		l.Leader.Term != c.Token || deref(l.Leader.Value) != "the leader" {
+		l.Leader.Token != c.Token || deref(l.Leader.Value) != "the leader" {
 		t.Errorf("leader -json: %+v (leader %+v); watch showed %+v", l, l.Leader, c)
 	}
 	lead.Process.Signal(syscall.SIGTERM)

@@ -55,8 +55,9 @@ type Spec struct {
 	Prepare func(ctx context.Context, e *Entry) error
 
 	// Recipe and Span name the recipe and the operation for telemetry
-	// (telemetry.Mutex, "zklock.Mutex.Lock").
+	// (telemetry.Mutex, "zklock.Mutex.Lock"); Names its sentinels.
 	Recipe, Span string
+	Names        telemetry.Names
 }
 
 // Held is a contender that holds: what the owner of its lease starts with.
@@ -85,7 +86,7 @@ type Held struct {
 // The wait is timed and traced (Spec.Recipe, Spec.Span): every recipe on
 // the engine reports its waits the same way.
 func Acquire(ctx context.Context, s *session.Session, spec *Spec, wait bool) (h *Held, err error) {
-	ctx, w := s.Telemetry().StartWait(ctx, spec.Span, spec.Recipe)
+	ctx, w := s.Telemetry().StartWait(ctx, spec.Span, spec.Recipe, spec.Names)
 	defer func() {
 		if err != nil && errors.Is(err, spec.Busy) {
 			w.End(ctx, telemetry.Busy(err)) // an answer, not a failure

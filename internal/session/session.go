@@ -22,13 +22,11 @@ import (
 	"github.com/zkrecipes/zkrecipes/internal/wire"
 )
 
-// The ends of a session; the root package exports them, under the names
-// they are reported by as error.type.
-var (
-	ErrExpired = telemetry.Sentinel("session expired", "zkrecipes.ErrSessionExpired")
-	ErrLost    = telemetry.Sentinel("session lost", "zkrecipes.ErrSessionLost")
-	ErrClosed  = telemetry.Sentinel("session closed", "zkrecipes.ErrClosed")
-)
+// Ends are the errors a session ends with, which Err wraps: the root
+// package's sentinels (ErrSessionExpired, ErrSessionLost, ErrClosed), made
+// there so that its documentation shows them as they are, and named for
+// telemetry (telemetry.Named) by their exported names.
+type Ends struct{ Expired, Lost, Closed error }
 
 // LossFraction is how much of the negotiated timeout may pass after the
 // latest proven contact before the Session gives itself up (see
@@ -65,12 +63,15 @@ type Config struct {
 	// Telemetry records what the session and its recipes do; nil records
 	// nothing.
 	Telemetry *telemetry.T
+	// Ends are the errors the session ends with.
+	Ends Ends
 }
 
 // Session is one ZooKeeper session; see the root package's Session for its
 // contract.
 type Session struct {
 	loss float64
+	ends Ends
 	conn *zk.Conn
 	id   int64
 	log  *slog.Logger
@@ -94,6 +95,7 @@ type Session struct {
 func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	s := &Session{
 		loss:     cfg.Loss,
+		ends:     cfg.Ends,
 		tel:      cfg.Telemetry,
 		log:      cfg.Logger,
 		acl:      cfg.ACL,
@@ -101,14 +103,22 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		kick:     make(chan struct{}, 1),
 		closeReq: make(chan struct{}),
 	}
-	tried := &attempts{} // for the error of a Connect whose ctx ends first
-	dial, hosts := tried.dialer(cfg.Dialer), zk.WithHostProvider(zk.NewDNSHostProvider())
+	var hosts zk.HostProvider = zk.NewDNSHostProvider()
 	var tt *tlsTransport // nil without TLS
-	probe := prober{}
 	if cfg.TLS != nil {
+		tt = newTLSTransport(cfg.Dialer, cfg.TLS)
+		hosts = tt
+	}
+	// What each address's latest attempt failed with: for Connect's error,
+	// and to give up at once when every address refuses.
+	tried := newAttempts(s.signal, hosts)
+	dial, unanswered := tried.dialer(cfg.Dialer), func(addr string, err error) { tried.failed(addr, err, false) }
+	probe := prober{}
+	if tt != nil {
 		// Under the wire watcher, which must see the plaintext protocol.
-		tt = newTLSTransport(cfg.Dialer, cfg.TLS, s.signal, tried)
-		dial, hosts = tt.dial, zk.WithHostProvider(tt)
+		// It records its own failures, the first reads' included.
+		tt.tried = tried
+		dial, unanswered = tt.dial, nil
 		probe = prober{tls: cfg.TLS, serverName: tt.serverName}
 	}
 	if cfg.Chroot != "" {
@@ -118,10 +128,11 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		dial = chroot.Dial(cfg.Chroot, dial)
 	}
 	s.tr = wire.New(wire.Config{OnHandshake: s.signal, HandshakeWait: max(time.Second, cfg.Timeout/3),
-		Probe: probe.probe, Tick: cfg.Tick, Refused: tried.failed})
+		Probe: probe.probe, Tick: cfg.Tick, Unanswered: unanswered,
+		Refused: func(addr string, err error) { tried.failed(addr, err, true) }})
 	conn, _, err := zk.Connect(cfg.Servers, cfg.Timeout,
 		zk.WithDialer(s.tr.Dialer(dial)),
-		hosts,
+		zk.WithHostProvider(hosts),
 		zk.WithEventCallback(s.onEvent),
 		zk.WithLogger(zkLogger{cfg.Logger}),
 		zk.WithLogInfo(false),
@@ -141,17 +152,17 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	for s.tr.SessionID() == 0 || conn.State() != zk.StateHasSession || !s.st.established() {
 		select {
 		case <-s.kick:
-			// Every server failed TLS in a way no redial cures: say so now
-			// rather than when ctx ends.
-			if err := tt.refusal(); err != nil {
+			// Every address refused in a way no redial cures (no ZooKeeper
+			// there, a TLS refusal): say so now rather than when ctx ends.
+			if err := tried.refusal(); err != nil {
 				fail()
 				return nil, fmt.Errorf("connect to %s: %w", strings.Join(cfg.Servers, ","), err)
 			}
 		case <-ctx.Done():
 			fail()
 			servers := strings.Join(cfg.Servers, ",")
-			if last := tried.latest(); last != nil {
-				return nil, fmt.Errorf("connect to %s: %w (latest attempt: %w)", servers, context.Cause(ctx), last)
+			if errs := tried.tried(); errs != nil {
+				return nil, fmt.Errorf("connect to %s: %w (tried %w)", servers, context.Cause(ctx), errs)
 			}
 			return nil, fmt.Errorf("connect to %s: %w", servers, context.Cause(ctx))
 		}
@@ -212,8 +223,8 @@ func (s *Session) Created(path string) (int64, bool) { return s.tr.Created(path)
 // Done is closed once the session is over for good.
 func (s *Session) Done() <-chan struct{} { return s.done }
 
-// Err is nil while the session lives; then ErrExpired, ErrLost or
-// ErrClosed, possibly wrapped with detail.
+// Err is nil while the session lives; then one of the Ends, possibly
+// wrapped with detail.
 func (s *Session) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -268,9 +279,9 @@ func (s *Session) monitor() {
 	for why == nil {
 		switch sid := s.tr.SessionID(); {
 		case s.expired.Load() || sid == 0:
-			why = ErrExpired
+			why = s.ends.Expired
 		case sid != s.id:
-			why = fmt.Errorf("%w: the client moved to session 0x%x", ErrExpired, sid)
+			why = fmt.Errorf("%w: the client moved to session 0x%x", s.ends.Expired, sid)
 		}
 		if why != nil {
 			break
@@ -302,7 +313,7 @@ func (s *Session) monitor() {
 		case d := <-proved:
 			proving, rtt = false, max(10*time.Millisecond, d)
 		case <-s.closeReq:
-			why = ErrClosed
+			why = s.ends.Closed
 		}
 	}
 	s.finish(why)
@@ -320,7 +331,7 @@ func (s *Session) lossError(unproven time.Duration) error {
 		how = "known"
 	}
 	return fmt.Errorf("%w: no proof of contact with the ensemble's leader for %v (timeout %v; server %s; tickTime %v, %s)",
-		ErrLost, unproven.Round(time.Millisecond), s.Timeout(), s.tr.Mode(), tick, how)
+		s.ends.Lost, unproven.Round(time.Millisecond), s.Timeout(), s.tr.Mode(), tick, how)
 }
 
 func (s *Session) finish(why error) {
@@ -330,14 +341,14 @@ func (s *Session) finish(why error) {
 	s.st.end(why)
 	close(s.done)
 	switch {
-	case errors.Is(why, ErrClosed):
+	case errors.Is(why, s.ends.Closed):
 		s.tel.SessionEnded("closed")
-	case errors.Is(why, ErrLost):
+	case errors.Is(why, s.ends.Lost):
 		s.tel.SessionEnded("lost")
 	default:
 		s.tel.SessionEnded("expired")
 	}
-	if errors.Is(why, ErrClosed) {
+	if errors.Is(why, s.ends.Closed) {
 		s.log.Debug("session closed")
 	} else {
 		s.log.Warn("session over", "err", why)
@@ -369,8 +380,3 @@ type zkLogger struct{ l *slog.Logger }
 func (z zkLogger) Printf(format string, args ...any) {
 	z.l.Debug("zk: " + fmt.Sprintf(format, args...))
 }
-
-// Key unlocks the root package's Session.Internal. Its one field is
-// unexported, so no value of it can be made outside this module, and the
-// plumbing stays out of reach of the module's users.
-type Key struct{ _ struct{} }

@@ -6,10 +6,13 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -29,23 +32,19 @@ const lookupTimeout = 3 * time.Second
 // the latest attempt at every address failed so, Connect gives up with it
 // (see refusal) instead of waiting for its context to end.
 type tlsTransport struct {
-	base   zk.Dialer
-	cfg    *tls.Config
-	notify func()    // wakes Connect; never blocks
-	tried  *attempts // every failure, for Connect's error
+	base  zk.Dialer
+	cfg   *tls.Config
+	tried *attempts // every failure, for Connect: see refusal
 
-	mu      sync.Mutex
-	addrs   []string          // resolved "ip:port", shuffled
-	names   map[string]string // resolved address -> host as given
-	curr    int
-	last    int
-	refused map[string]error // address -> failure of its latest attempt, when no redial can cure it
-	lastRef error            // latest such failure
+	mu    sync.Mutex
+	addrs []string          // resolved "ip:port", shuffled
+	names map[string]string // resolved address -> host as given
+	curr  int
+	last  int
 }
 
-func newTLSTransport(base zk.Dialer, cfg *tls.Config, notify func(), tried *attempts) *tlsTransport {
-	return &tlsTransport{base: base, cfg: cfg, notify: notify, tried: tried,
-		names: make(map[string]string), refused: make(map[string]error)}
+func newTLSTransport(base zk.Dialer, cfg *tls.Config) *tlsTransport {
+	return &tlsTransport{base: base, cfg: cfg, names: make(map[string]string)}
 }
 
 // Init resolves the servers like go-zookeeper's DNSHostProvider and
@@ -128,9 +127,14 @@ func (t *tlsTransport) dial(network, address string, timeout time.Duration) (net
 	defer cancel()
 	if err := c.HandshakeContext(ctx); err != nil {
 		_ = raw.Close()
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			err = fmt.Errorf("TLS handshake with %s not done within %v", address, timeout)
-		} else {
+		case (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) && speaksPlaintext(address, timeout):
+			// A plaintext port closes the connection on the handshake's
+			// first bytes: say so, rather than "EOF".
+			err = fmt.Errorf("TLS handshake with %s: %w", address, errPlaintext)
+		default:
 			err = fmt.Errorf("TLS handshake with %s: %w", address, err)
 		}
 		t.failed(address, err)
@@ -152,51 +156,32 @@ func (t *tlsTransport) serverName(address string) string {
 
 // failed records the failure of an attempt at address.
 func (t *tlsTransport) failed(address string, err error) {
-	t.tried.failed(err)
-	incurable := tlsRefusal(err)
-	t.mu.Lock()
-	if incurable {
-		t.refused[address], t.lastRef = err, err
-	} else {
-		delete(t.refused, address)
-	}
-	t.mu.Unlock()
-	if incurable {
-		t.notify()
-	}
+	t.tried.failed(address, err, tlsRefusal(err))
 }
 
 // accepted records that the server at address answered over TLS.
-func (t *tlsTransport) accepted(address string) {
-	t.mu.Lock()
-	delete(t.refused, address)
-	t.mu.Unlock()
-}
+func (t *tlsTransport) accepted(address string) { t.tried.accepted(address) }
 
-// refusal returns, once the latest attempt at every address failed in a
-// way no redial can cure, the latest of those failures; nil otherwise, and
-// on a nil transport.
-func (t *tlsTransport) refusal() error {
-	if t == nil {
-		return nil
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	switch n := len(t.addrs); {
-	case n == 0 || len(t.refused) < n:
-		return nil
-	case n == 1:
-		return t.lastRef
-	default:
-		return fmt.Errorf("TLS failed with all %d addresses; the latest: %w", n, t.lastRef)
-	}
+// errPlaintext: a TLS handshake met a port that speaks ZooKeeper in
+// plaintext.
+var errPlaintext = errors.New("the server closed the connection, and answers ZooKeeper in plaintext there: a clientPort, where TLS needs the servers' secureClientPort")
+
+// speaksPlaintext reports whether the server at addr answers a
+// four-letter word in plaintext, as a ZooKeeper client port does (even one
+// whose whitelist refuses the word says so).
+func speaksPlaintext(addr string, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), max(timeout, time.Second))
+	defer cancel()
+	answer, _ := prober{}.ask(ctx, addr, "srvr")
+	return strings.Contains(answer, "Zookeeper version") || strings.Contains(answer, "whitelist")
 }
 
 // tlsRefusal reports whether err is a TLS failure that redialing cannot
 // cure: a certificate this side does not accept, an alert from the server
 // (it refused our certificate, or found no protocol or cipher suite in
 // common), or a server that does not speak TLS at all. Network errors
-// (nothing listening yet, timeouts, resets, EOF) are not.
+// (nothing listening yet, timeouts, resets, EOF) are not, but for a reset
+// or EOF from a port that speaks plaintext ZooKeeper (errPlaintext).
 func tlsRefusal(err error) bool {
 	if _, ok := as[*tls.CertificateVerificationError](err); ok {
 		return true
@@ -219,7 +204,7 @@ func tlsRefusal(err error) bool {
 	if op, ok := as[*net.OpError](err); ok && (op.Op == "remote error" || op.Op == "local error") {
 		return true
 	}
-	return false
+	return errors.Is(err, errPlaintext)
 }
 
 // as is errors.As with the target's type as a parameter, as errors.AsType

@@ -10,7 +10,7 @@ import (
 // The error.type of a failed wait is the Go name of the sentinel error that
 // says why, as a caller would test it with errors.Is: the "canonical class
 // name identifying the type" of the conventions, for a language whose error
-// classes are sentinel values. The values, documented in the README:
+// classes are sentinel values. The values, documented in docs/telemetry.md:
 //
 //   - context.Canceled, context.DeadlineExceeded: the caller's context
 //     ended (outcome canceled);
@@ -28,14 +28,25 @@ import (
 // other is the conventions' value for an error of no known class.
 const other = "_OTHER"
 
-// Sentinel returns a sentinel error with text msg whose error.type is name
-// (for errors.Is it is a value like any errors.New).
-func Sentinel(msg, name string) error { return &sentinel{msg: msg, name: name} }
+// Named returns err, a sentinel, with name as its error.type: its text is
+// err's, and errors.Is finds err through it. A package whose sentinels are
+// plain errors.New values (as its documentation shows them) names them
+// so where it makes its errors, or with a Names function given to
+// StartWait.
+func Named(err error, name string) error { return &named{err: err, name: name} }
 
-type sentinel struct{ msg, name string }
+type named struct {
+	err  error
+	name string
+}
 
-func (s *sentinel) Error() string     { return s.msg }
-func (s *sentinel) ErrorType() string { return s.name }
+func (n *named) Error() string     { return n.err.Error() }
+func (n *named) Unwrap() error     { return n.err }
+func (n *named) ErrorType() string { return n.name }
+
+// Names names a package's sentinels: the name of e itself, "" for an error
+// it does not know.
+type Names func(e error) string
 
 // Busy marks err as the answer of a wait that was told not to wait (TryLock,
 // TryAcquire) and would have had to: the wait's outcome is busy, an answer
@@ -91,12 +102,13 @@ func zkName(e error) string {
 	return ""
 }
 
-// ErrorType is the error.type of err (not nil): see above.
-func ErrorType(err error) string {
+// ErrorType is the error.type of err (not nil): see above. names, when
+// given, name the sentinels of the recipe that returned err.
+func ErrorType(err error, names ...Names) string {
 	name := other
 	var walk func(error)
 	walk = func(e error) {
-		if n := nameOf(e); n != "" {
+		if n := nameOf(e, names...); n != "" {
 			name = n // a later one is further in: the cause
 		}
 		switch u := e.(type) {
@@ -116,9 +128,14 @@ func ErrorType(err error) string {
 
 // nameOf is the name of e itself, without looking into what it wraps; ""
 // when it has none.
-func nameOf(e error) string {
+func nameOf(e error, names ...Names) string {
 	if t, ok := e.(interface{ ErrorType() string }); ok {
 		return t.ErrorType()
+	}
+	for _, n := range names {
+		if name := n(e); name != "" {
+			return name
+		}
 	}
 	switch e {
 	case context.Canceled:
@@ -131,7 +148,7 @@ func nameOf(e error) string {
 
 // outcome says how a wait ended: acquired, busy, canceled (ctx ended) or
 // error; and its error.type, "" unless it failed.
-func outcome(ctx context.Context, err error) (outcome, errorType string) {
+func outcome(ctx context.Context, err error, names ...Names) (outcome, errorType string) {
 	var b *busy
 	switch {
 	case err == nil:
@@ -141,6 +158,6 @@ func outcome(ctx context.Context, err error) (outcome, errorType string) {
 	case ctx.Err() != nil:
 		return "canceled", nameOf(ctx.Err())
 	default:
-		return "error", ErrorType(err)
+		return "error", ErrorType(err, names...)
 	}
 }

@@ -18,17 +18,24 @@ type Wait struct {
 	hist   metric.Float64Histogram
 	active metric.Int64UpDownCounter
 	recipe []attribute.KeyValue // the recipe's attribute, none for a Take
+	names  []Names              // the recipe's sentinels, for error.type
 	begin  time.Time
 	span   trace.Span
 }
 
 // StartWait starts timing a wait of the recipe (a zklock recipe name, or
-// "" for a queue's Take) and a span named name, returned in ctx.
-func (t *T) StartWait(ctx context.Context, name, recipe string) (context.Context, *Wait) {
+// "" for a queue's Take) and a span named name, returned in ctx. names name
+// the recipe's sentinels in error.type (nil ones are passed over).
+func (t *T) StartWait(ctx context.Context, name, recipe string, names ...Names) (context.Context, *Wait) {
 	if t == nil {
 		return ctx, nil
 	}
 	w := &Wait{t: t, hist: t.lockWait, active: t.lockWaitActive, recipe: recipeAttrs(recipe), begin: time.Now()}
+	for _, n := range names {
+		if n != nil {
+			w.names = append(w.names, n)
+		}
+	}
 	if recipe == "" {
 		w.hist, w.active = t.takeWait, t.takeWaitActive
 	}
@@ -52,7 +59,7 @@ func (w *Wait) End(ctx context.Context, err error) {
 	if w == nil {
 		return
 	}
-	out, errType := outcome(ctx, err)
+	out, errType := outcome(ctx, err, w.names...)
 	result := []attribute.KeyValue{keyOutcome.String(out)}
 	if errType != "" {
 		result = append(result, keyErrorType.String(errType))

@@ -24,7 +24,7 @@ package wire
 // full timeout after j was sent. Any traffic makes such chains (a busy
 // session proves its contact for free); the Session's monitor sends one
 // when none came in time. The analysis, from ZooKeeper 3.8's source, is in
-// the README's "What the mutex guarantees".
+// docs/loss-bound.md.
 //
 // Two kinds of server need less. A standalone server is its own leader and
 // touches the session when a request arrives: any reply proves its send
@@ -82,7 +82,7 @@ func ParseMode(s string) Mode {
 	return ModeUnknown
 }
 
-// The bound's constants (see the README): a monotonic clock's largest rate
+// The bound's constants (see docs/loss-bound.md): a monotonic clock's largest rate
 // error, the leader's ping loop's own overhead, and the leader stall the
 // window absorbs.
 const (

@@ -61,8 +61,12 @@ type Config struct {
 	// that the probe's answer does not replace.
 	Tick time.Duration
 	// Refused, when set, is told why the transport refused a connection
-	// (a server that does not speak ZooKeeper's protocol).
-	Refused func(error)
+	// to addr (a server that does not speak ZooKeeper's protocol).
+	Refused func(addr string, err error)
+	// Unanswered, when set, is told why a connection to addr ended before
+	// the server answered the connect request (no answer in time, the
+	// server closed it).
+	Unanswered func(addr string, err error)
 }
 
 // Transport is the wire watcher of one Session: every connection its dialer
@@ -276,6 +280,9 @@ func (c *watchedConn) Read(p []byte) (int, error) {
 			return 0, ferr
 		}
 	}
+	if err != nil && !c.greeted.Load() && c.t.cfg.Unanswered != nil {
+		c.t.cfg.Unanswered(c.addr, fmt.Errorf("server %s: no answer to the connect request: %w", c.addr, err))
+	}
 	return n, err
 }
 
@@ -286,7 +293,7 @@ func (c *watchedConn) received(p []byte) error {
 	if err := c.r.feed(p, c.reply); err != nil {
 		err = fmt.Errorf("server %s: %w", c.addr, err)
 		if c.t.cfg.Refused != nil {
-			c.t.cfg.Refused(err)
+			c.t.cfg.Refused(c.addr, err)
 		}
 		return err
 	}

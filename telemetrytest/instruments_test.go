@@ -1,10 +1,9 @@
-package telemetry
+package telemetrytest
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -20,6 +19,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/zkrecipes/zkrecipes/internal/telemetry"
 )
 
 // instrument is what a collection says of one instrument.
@@ -78,30 +79,30 @@ func setString(s attribute.Set) string {
 }
 
 // Every instrument, with its name, kind, unit and attribute sets, as the
-// README's table gives them; the scope's name and version.
+// docs/telemetry.md's table gives them; the scope's name.
 func TestInstruments(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
-	tel := New(Config{Meters: mp, Tracers: tp})
+	tel := telemetry.New(telemetry.Config{Meters: mp, Tracers: tp})
 	ctx := context.Background()
 
 	tel.SessionState("connected")
 	tel.SessionState("suspended")
 	tel.Reconnected()
-	_, w := tel.StartWait(ctx, "zklock.Mutex.Lock", Mutex)
+	_, w := tel.StartWait(ctx, "zklock.telemetry.Mutex.Lock", telemetry.Mutex)
 	w.End(ctx, nil)
-	_, w = tel.StartWait(ctx, "zklock.Mutex.Lock", Mutex)
-	w.End(ctx, Busy(errors.New("locked")))
-	_, w = tel.StartWait(ctx, "zklock.Semaphore.Acquire", Semaphore)
+	_, w = tel.StartWait(ctx, "zklock.telemetry.Mutex.Lock", telemetry.Mutex)
+	w.End(ctx, telemetry.Busy(errors.New("locked")))
+	_, w = tel.StartWait(ctx, "zklock.Semaphore.Acquire", telemetry.Semaphore)
 	w.End(ctx, fmt.Errorf("zklock: acquire: %w", zk.ErrNoAuth))
 	cctx, cancel := context.WithCancel(ctx)
 	wctx, w := tel.StartWait(cctx, "fairqueue.Queue.Take", "")
 	cancel()
 	w.End(wctx, context.Canceled)
-	tel.StartHold(Election).End("")
-	tel.StartHold(Mutex).End("deleted")
-	tel.StartHold(Mutex) // held
+	tel.StartHold(telemetry.Election).End("")
+	tel.StartHold(telemetry.Mutex).End("deleted")
+	tel.StartHold(telemetry.Mutex) // held
 	tel.StartJob().End("")
 	tel.StartJob() // in flight
 	tel.Put(3)
@@ -155,26 +156,21 @@ func TestInstruments(t *testing.T) {
 	if sm.Scope.Name != "github.com/zkrecipes/zkrecipes" {
 		t.Errorf("scope name %q", sm.Scope.Name)
 	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		t.Fatal("no build info in a test binary")
-	}
-	if sm.Scope.Version == "" || sm.Scope.Version != moduleVersion(bi, scope) {
-		t.Errorf("scope version %q, want the module's (%q)", sm.Scope.Version, moduleVersion(bi, scope))
-	}
+	// Its version: internal/telemetry's TestScope (a test binary records
+	// no dependencies' versions).
 }
 
 // The gauges come back to zero with the attributes they went up with.
 func TestGaugesBalance(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
-	tel := New(Config{Meters: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), Tracers: noop.NewTracerProvider()})
+	tel := telemetry.New(telemetry.Config{Meters: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), Tracers: noop.NewTracerProvider()})
 	ctx := context.Background()
 	tel.SessionState("connected")
 	tel.SessionState("suspended")
 	tel.SessionState("connected")
-	_, w := tel.StartWait(ctx, "x", RWRead)
+	_, w := tel.StartWait(ctx, "x", telemetry.RWRead)
 	w.End(ctx, errors.New("boom"))
-	tel.StartHold(RWWrite).End("session")
+	tel.StartHold(telemetry.RWWrite).End("session")
 	tel.StartJob().End("")
 	_, w = tel.StartWait(ctx, "y", "")
 	w.End(ctx, nil)
@@ -208,10 +204,10 @@ func TestGaugesBalance(t *testing.T) {
 // one is no failure.
 func TestWaitSpans(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
-	tel := New(Config{Meters: sdkmetric.NewMeterProvider(), Tracers: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))})
+	tel := telemetry.New(telemetry.Config{Meters: sdkmetric.NewMeterProvider(), Tracers: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))})
 	ctx := context.Background()
-	for _, err := range []error{nil, Busy(errors.New("locked")), fmt.Errorf("lock: %w", zk.ErrNoAuth)} {
-		_, w := tel.StartWait(ctx, "zklock.Mutex.Lock", Mutex)
+	for _, err := range []error{nil, telemetry.Busy(errors.New("locked")), fmt.Errorf("lock: %w", zk.ErrNoAuth)} {
+		_, w := tel.StartWait(ctx, "zklock.telemetry.Mutex.Lock", telemetry.Mutex)
 		w.End(ctx, err)
 	}
 	ended := spans.Ended()
@@ -239,37 +235,12 @@ func TestWaitSpans(t *testing.T) {
 		for _, a := range sp.Attributes() {
 			attrs[a.Key] = a.Value.String()
 		}
-		if attrs["zkrecipes.outcome"] != want.outcome || attrs["error.type"] != want.errType || attrs["zkrecipes.recipe"] != Mutex {
+		if attrs["zkrecipes.outcome"] != want.outcome || attrs["error.type"] != want.errType || attrs["zkrecipes.recipe"] != telemetry.Mutex {
 			t.Errorf("span %d: attributes %v", i, attrs)
 		}
 		if len(sp.Events()) != 0 {
 			t.Errorf("span %d: events %v; the error is not recorded as an event", i, sp.Events())
 		}
-	}
-}
-
-// error.type names the innermost sentinel that has a name.
-func TestErrorType(t *testing.T) {
-	expired := Sentinel("session expired", "zkrecipes.ErrSessionExpired")
-	lost := Sentinel("lock lost", "zklock.ErrLockLost")
-	for _, tc := range []struct {
-		err  error
-		want string
-	}{
-		{expired, "zkrecipes.ErrSessionExpired"},
-		{fmt.Errorf("zklock: lock /a: %w", lost), "zklock.ErrLockLost"},
-		{fmt.Errorf("zklock: lock /a: %w", fmt.Errorf("%w: %w", lost, expired)), "zkrecipes.ErrSessionExpired"},
-		{fmt.Errorf("%w: create: %w", lost, zk.ErrNoAuth), "zk.ErrNoAuth"},
-		{errors.Join(errors.New("x"), fmt.Errorf("y: %w", context.DeadlineExceeded)), "context.DeadlineExceeded"},
-		{errors.New("something else"), "_OTHER"},
-		{fmt.Errorf("wrapped: %w", errors.New("something else")), "_OTHER"},
-	} {
-		if got := ErrorType(tc.err); got != tc.want {
-			t.Errorf("ErrorType(%q) = %q, want %q", tc.err, got, tc.want)
-		}
-	}
-	if !errors.Is(fmt.Errorf("a: %w", expired), expired) {
-		t.Error("a Sentinel is not found by errors.Is")
 	}
 }
 
@@ -279,7 +250,7 @@ func TestErrorType(t *testing.T) {
 func TestPendingBounded(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	tel := New(Config{Meters: mp, Tracers: noop.NewTracerProvider(), PendingMaxAge: time.Hour})
+	tel := telemetry.New(telemetry.Config{Meters: mp, Tracers: noop.NewTracerProvider(), PendingMaxAge: time.Hour})
 	var reads atomic.Int32
 	tel.ObservePending("/q", func() bool { return true }, func(context.Context) (int, error) { return int(reads.Add(1)) * 10, nil })
 	tel.ObservePending("/q", func() bool { return true }, func(context.Context) (int, error) { t.Error("a second Queue of one path read"); return 0, nil })
@@ -293,7 +264,7 @@ func TestPendingBounded(t *testing.T) {
 	}
 
 	// Stuck reads: the collection returns with the count read before.
-	stuck := New(Config{Meters: mp, Tracers: noop.NewTracerProvider(), PendingMaxAge: time.Nanosecond})
+	stuck := telemetry.New(telemetry.Config{Meters: mp, Tracers: noop.NewTracerProvider(), PendingMaxAge: time.Nanosecond})
 	first := true
 	stuck.ObservePending("/r", func() bool { return true }, func(ctx context.Context) (int, error) {
 		if first {

@@ -1,4 +1,4 @@
-package zkrecipes_test
+package telemetrytest
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -418,4 +419,50 @@ func BenchmarkMutexTelemetry(b *testing.B) {
 			}
 		})
 	}
+}
+
+// setup returns the shared test server and checks, once the test and its
+// clean-ups are done, that no goroutine was left behind.
+func setup(t *testing.T) *zktest.Server {
+	t.Helper()
+	srv := zktest.Start(t)
+	zktest.CheckGoroutines(t)
+	return srv
+}
+
+// connect opens a Session that is closed when the test ends.
+func connect(t testing.TB, addrs []string, opts ...zkrecipes.Option) *zkrecipes.Session {
+	t.Helper()
+	return zktest.Connect(t, addrs, opts...)
+}
+
+// noNodesLeft fails unless dir has no children (or is gone).
+func noNodesLeft(t *testing.T, addrs []string, dir string) {
+	t.Helper()
+	children, _, err := connect(t, addrs).Conn().Children(dir)
+	if err == nil {
+		require.Empty(t, children, "nodes left behind in %s", dir)
+	}
+}
+
+// nextChange returns the next change on ch.
+func nextChange(t *testing.T, ch <-chan zkrecipes.StateChange) zkrecipes.StateChange {
+	t.Helper()
+	select {
+	case c, ok := <-ch:
+		require.True(t, ok, "the channel was closed")
+		return c
+	case <-time.After(30 * time.Second):
+		t.Fatal("no state change")
+	}
+	return zkrecipes.StateChange{}
+}
+
+// cut drops s's connection (through d) at a request of its own.
+func cut(t *testing.T, d *zktest.Dropper, s *zkrecipes.Session) {
+	t.Helper()
+	const p = "/zkrecipes-telemetry-test-cut"
+	d.Arm(zktest.Match{Op: zktest.OpExists, Path: p}, zktest.AfterWrite)
+	_, _, err := s.Conn().Exists(p)
+	require.ErrorIs(t, err, zk.ErrConnectionClosed)
 }

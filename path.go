@@ -1,19 +1,18 @@
-package znode
+package zkrecipes
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 )
 
-// ErrInvalidPath is the root package's ErrInvalidPath.
-var ErrInvalidPath = errors.New("invalid path")
-
-// ValidatePath reports whether p is a path a recipe can own: a node path
-// (see ValidateNodePath) other than the root, and not under /zookeeper.
-// The error wraps ErrInvalidPath and names the problem.
+// ValidatePath reports whether p can be a recipe's path, as every recipe's
+// constructor checks it: absolute, without a trailing '/', an empty, "." or
+// ".." element, or a character ZooKeeper refuses, and neither the root nor
+// under /zookeeper, which is the server's. The error wraps ErrInvalidPath
+// and names the problem. A program may check the paths of its
+// configuration with it before it connects.
 func ValidatePath(p string) error {
-	if err := ValidateNodePath(p); err != nil {
+	if err := validateNodePath(p); err != nil {
 		return err
 	}
 	switch {
@@ -25,11 +24,11 @@ func ValidatePath(p string) error {
 	return nil
 }
 
-// ValidateNodePath reports whether p is a path ZooKeeper takes: absolute,
+// validateNodePath reports whether p is a path ZooKeeper takes: absolute,
 // no trailing '/' (but for the root), no empty, "." or ".." element, and
 // none of the characters ZooKeeper refuses. The error wraps ErrInvalidPath
 // and names the problem.
-func ValidateNodePath(p string) error {
+func validateNodePath(p string) error {
 	bad := func(why string) error {
 		return fmt.Errorf("%w %q: %s", ErrInvalidPath, p, why)
 	}
