@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"slices"
 	"sync"
@@ -41,12 +42,14 @@ import (
 // gone ticket is judged only while no newer listing of consumers/ is due.
 
 // maxRound bounds the items one hand-out multi hands out; lowWater is how
-// many free items the dispatcher keeps known, listing more below it; an
-// offer to a Take carries a payload of up to carryMax bytes, read ahead by
-// the dispatcher, and an inbox up to inboxCarry bytes of them.
+// many free items the dispatcher keeps known, listing more below it. The
+// dispatcher reads the payloads of the next readAhead free items, and an
+// offer carries one of up to carryMax bytes, an inbox up to inboxCarry
+// bytes of them.
 const (
 	maxRound   = 128
 	lowWater   = 256
+	readAhead  = 16
 	carryMax   = 4 << 10
 	inboxCarry = 256 << 10
 )
@@ -110,6 +113,7 @@ type item struct {
 	held        string    // its node in held/, until it is offered again
 	until       time.Time // free from then
 	limbo       bool      // its consumer is gone: read it to learn if it is still there
+	reading     bool
 }
 
 func (it *item) path(q *Queue) string { return q.bucketPath(it.bucket) + "/" + it.name }
@@ -150,16 +154,30 @@ type dispatcher struct {
 	triedDrop string  // maxSeen when the newest bucket was last deleted
 
 	dirty     [nWatched]bool
+	listing   [nWatched]bool // a listing is out
 	ev        [nWatched]<-chan zk.Event
 	reconnect <-chan struct{}
+
+	// What is out: at most one multi (the next is planned from its
+	// outcome), and any number of reads; their outcomes come back on
+	// results, to be taken in by this goroutine.
+	multi    bool
+	inflight int
+	results  chan func() error
 }
 
-// run rebuilds the view, then runs rounds until the leadership ends.
+// run rebuilds the view, then takes in events and hands out until the
+// leadership ends; a view found out of date is built again, once nothing
+// it sent is out (a multi out may still land).
 func (d *dispatcher) run(ctx context.Context) error {
+	d.results = make(chan func() error, 64)
 	for {
 		err := d.rebuild(ctx)
 		for err == nil {
-			err = d.round(ctx)
+			err = d.step(ctx)
+		}
+		for ; d.inflight > 0; d.inflight-- {
+			<-d.results // its outcome is read again, or no longer ours
 		}
 		if !errors.Is(err, errResync) {
 			return err
@@ -167,15 +185,21 @@ func (d *dispatcher) run(ctx context.Context) error {
 	}
 }
 
+// async runs op off this goroutine; what it returns is taken in here.
+func (d *dispatcher) async(op func() func() error) {
+	d.inflight++
+	go func() { d.results <- op() }()
+}
+
 // rebuild reads everything the view needs: the high mark, ready/,
-// consumers/, held/ and delayed/ (watching them), then the inboxes of the
-// consumers, which hold the offers standing. The items come with the
-// following rounds, from the oldest bucket on.
+// consumers/, held/, delayed/ and items/ (watching them), then the inboxes
+// of the consumers, which hold the offers standing. The items come next,
+// from the oldest bucket on.
 func (d *dispatcher) rebuild(ctx context.Context) error {
 	q := d.q
 	*d = dispatcher{q: q, l: d.l, tickets: map[string]*ticket{}, standing: map[string][]*ticket{},
 		live: map[string]bool{}, items: map[string]*item{}, heldSeen: map[string]bool{},
-		perBucket: map[int64]int{}, cur: -1, reconnect: q.s.NextReconnect()}
+		perBucket: map[int64]int{}, cur: -1, reconnect: q.s.NextReconnect(), results: d.results}
 	var r reads
 	var mark znode.Node
 	r.do(func() (err error) {
@@ -184,7 +208,14 @@ func (d *dispatcher) rebuild(ctx context.Context) error {
 		}
 		return err
 	})
-	lists := d.listDirty(ctx, &r, [nWatched]bool{wReady: true, wConsumers: true, wHeld: true, wDelayed: true, wBuckets: true})
+	var lists [wTail][]string
+	for w, dir := range []string{q.ready, q.consumers, q.held, q.delayed, q.items} {
+		r.do(func() error {
+			names, ev, err := listW(ctx, q, dir, true)
+			lists[w], d.ev[w] = names, ev
+			return err
+		})
+	}
 	if err := r.wait(); err != nil {
 		return d.ended(ctx, err)
 	}
@@ -230,103 +261,98 @@ func (d *dispatcher) rebuild(ctx context.Context) error {
 	return nil
 }
 
-// round hands out what it can and reads what the next round needs, at
-// once; or, with nothing to do, waits for a change.
-func (d *dispatcher) round(ctx context.Context) error {
+// step sends what the view calls for (a hand-out multi, when none is out;
+// the listings whose watches fired; the items to read; the side tasks),
+// then takes in one outcome or event.
+func (d *dispatcher) step(ctx context.Context) error {
 	d.poll()
-	if d.needDead {
-		if err := znode.EnsureDir(ctx, d.q.s, d.q.dead, d.q.acl); err != nil {
-			return d.ended(ctx, err)
-		}
-		d.needDead = false
-	}
-	h := d.plan()
-	var r reads
-	lists := d.listDirty(ctx, &r, d.dirty)
-	reread := d.toRead(h.took)
-	for _, it := range reread {
-		r.do(func() error {
-			n, err := znode.Get(ctx, d.q.s, it.path(d.q))
-			switch {
-			case errors.Is(err, zk.ErrNoNode):
-				it.data, it.read = nil, false // gone: settled below
-			case err == nil:
-				it.data, it.version, it.read = n.Data, n.Stat.Version, true
-			}
-			return ignoreNoNode(err)
-		})
-	}
-	d.sideTasks(ctx, &r)
-	if len(h.ops) == 0 && r.empty() {
-		return d.wait(ctx)
-	}
-	var res []zk.MultiResponse
-	var merr error
-	if len(h.ops) > 0 {
-		r.wg.Go(func() { res, merr = d.q.s.Conn().Multi(h.ops...) })
-	}
-	if err := r.wait(); err != nil {
-		return d.ended(ctx, err)
-	}
-	if len(h.ops) > 0 {
-		if err := d.settle(h, res, merr); err != nil {
-			return err
+	if !d.multi && !d.needDead {
+		if h := d.plan(); len(h.ops) > 0 {
+			d.multi = true
+			d.async(func() func() error {
+				if debugDispatch {
+					fmt.Printf("DBG multi: sending %d ops\n", len(h.ops))
+				}
+				for _, p := range h.pair {
+					tr(p.t.name, "multi")
+				}
+				res, err := d.q.s.Conn().Multi(h.ops...)
+				for _, p := range h.pair {
+					tr(p.t.name, "offered")
+				}
+				if debugDispatch {
+					fmt.Printf("DBG multi: answered %v\n", err)
+				}
+				return func() error {
+					d.multi = false
+					return d.settle(h, res, err)
+				}
+			})
 		}
 	}
-	d.applyReady(lists[wReady])
-	d.applyConsumers(lists[wConsumers])
-	d.applyHeld(lists[wHeld])
-	d.applyDelayed(lists[wDelayed])
-	d.applyBuckets(lists[wBuckets])
-	d.applyTail(lists[wTail])
-	for _, it := range reread {
-		d.applyRead(it)
-	}
-	d.poll()
-	if n := d.newest(); n >= 0 && len(d.ready) == 0 && d.perBucket[n] == 0 && d.maxSeen != d.triedDrop {
-		// The newest bucket goes too, once drained while no one waits (a
-		// producer that puts into it then makes the next one); while
-		// consumers wait, producers would keep making it again.
-		d.drop, d.triedDrop = append(d.drop, n), d.maxSeen
-	}
-	if !d.dirty[wConsumers] {
-		for _, t := range d.judge {
-			d.gone(t)
-		}
-		d.judge = nil
-	}
-	return nil
+	d.listDirty(ctx)
+	d.readItems(ctx)
+	d.sideTasks(ctx)
+	return d.wait(ctx)
 }
 
-// listDirty lists, with r, the directories marked in which, leaving a
-// watch on each; the listings land in the returned slots once r is waited.
-// The current bucket is listed only when more items are wanted.
-func (d *dispatcher) listDirty(ctx context.Context, r *reads, which [nWatched]bool) *[nWatched][]string {
+// listDirty lists the directories whose watches fired, each leaving a new
+// watch, unless a listing of it is out. The current bucket is listed only
+// when more items are wanted.
+func (d *dispatcher) listDirty(ctx context.Context) {
 	q := d.q
-	var out [nWatched][]string
 	dirs := [nWatched]string{q.ready, q.consumers, q.held, q.delayed, q.items, ""}
-	switch {
-	case which[wTail] && d.cur < 0:
-		d.dirty[wTail] = false // no bucket yet: items/'s watch tells of the first
-	case which[wTail] && len(d.free) < lowWater:
+	if d.dirty[wTail] && len(d.free) < lowWater {
 		dirs[wTail] = q.bucketPath(d.cur)
 	}
+	apply := [nWatched]func([]string){d.applyReady, d.applyConsumers, d.applyHeld, d.applyDelayed, d.applyBuckets, d.applyTail}
 	for w, dir := range dirs {
-		if !which[w] || dir == "" {
+		if !d.dirty[w] || d.listing[w] || dir == "" {
 			continue
 		}
-		d.dirty[w] = false
-		watch := w != wTail || d.cur == d.newest()
-		r.do(func() error {
+		d.dirty[w], d.listing[w] = false, true
+		watch, cur := w != wTail || d.cur == d.newest(), d.cur
+		d.async(func() func() error {
 			names, ev, err := listW(ctx, q, dir, watch)
-			out[w] = names
-			if ev != nil {
-				d.ev[w] = ev
+			return func() error {
+				d.listing[w] = false
+				if err != nil {
+					return d.ended(ctx, err)
+				}
+				if ev != nil {
+					d.ev[w] = ev
+				}
+				if w != wTail || cur == d.cur {
+					apply[w](names)
+				}
+				return nil
 			}
-			return err
 		})
 	}
-	return &out
+}
+
+// readItems reads the items whose data the next hand-out needs (see
+// toRead), each once.
+func (d *dispatcher) readItems(ctx context.Context) {
+	for _, it := range d.toRead() {
+		it.reading = true
+		d.async(func() func() error {
+			n, err := znode.Get(ctx, d.q.s, it.path(d.q))
+			return func() error {
+				it.reading = false
+				switch {
+				case errors.Is(err, zk.ErrNoNode):
+					it.data, it.read = nil, false
+				case err != nil:
+					return d.ended(ctx, err)
+				default:
+					it.data, it.version, it.read = n.Data, n.Stat.Version, true
+				}
+				d.applyRead(it)
+				return nil
+			}
+		})
+	}
 }
 
 func (d *dispatcher) newest() int64 {
@@ -336,8 +362,10 @@ func (d *dispatcher) newest() int64 {
 	return d.buckets[len(d.buckets)-1]
 }
 
-// poll takes in, without waiting, the watches that fired and the held
-// items whose time has come.
+// poll takes in, without waiting, the watches that fired, a reconnect
+// (every listing is made again: a watch re-set may have missed a change),
+// and the held items whose time has come; and judges the offered tickets
+// gone, if consumers/ is current.
 func (d *dispatcher) poll() {
 	select {
 	case <-d.reconnect:
@@ -352,6 +380,9 @@ func (d *dispatcher) poll() {
 		default:
 		}
 	}
+	if d.cur < 0 {
+		d.dirty[wTail] = false // no bucket yet: items/'s watch tells of the first
+	}
 	now := time.Now()
 	for _, it := range d.items {
 		if it.held != "" && it.ticket == nil && !it.limbo && !it.until.IsZero() && !it.until.After(now) {
@@ -359,11 +390,22 @@ func (d *dispatcher) poll() {
 			d.setFree(it)
 		}
 	}
+	if !d.dirty[wConsumers] && !d.listing[wConsumers] {
+		for _, t := range d.judge {
+			d.gone(t)
+		}
+		d.judge = nil
+	}
+	if n := d.newest(); n >= 0 && len(d.ready) == 0 && d.perBucket[n] == 0 && d.maxSeen != d.triedDrop && !d.listing[wTail] {
+		// The newest bucket goes too, once drained while no one waits (a
+		// producer that puts into it then makes the next one); while
+		// consumers wait, producers would keep making it again.
+		d.drop, d.triedDrop = append(d.drop, n), d.maxSeen
+	}
 }
 
-// wait waits for a watch, the next held item or delayed item coming due,
-// a reconnect (every listing is then made again: a watch re-set may have
-// missed a change), or the end of the leadership.
+// wait waits for an outcome of what is out, a watch, the next held item or
+// delayed item coming due, a reconnect, or the end of the leadership.
 func (d *dispatcher) wait(ctx context.Context) error {
 	var due time.Time
 	for _, it := range d.items {
@@ -383,6 +425,7 @@ func (d *dispatcher) wait(ctx context.Context) error {
 		timer = t.C
 	}
 	cases := []reflect.SelectCase{
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(d.results)},
 		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer)},
 		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(d.reconnect)},
 		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(d.l.Done())},
@@ -392,20 +435,32 @@ func (d *dispatcher) wait(ctx context.Context) error {
 	for _, ev := range d.ev {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ev)})
 	}
+	if debugDispatch {
+		fmt.Printf("DBG wait: ready %d tickets %d live %v dirty %v listing %v ev %v free %d cur %d newest %d multi %v inflight %d judge %d limbo %d\n",
+			len(d.ready), len(d.tickets), d.live, d.dirty, d.listing, func() (b [nWatched]bool) {
+				for w := range d.ev {
+					b[w] = d.ev[w] != nil
+				}
+				return
+			}(), len(d.free), d.cur, d.newest(), d.multi, d.inflight, len(d.judge), len(d.limbo))
+	}
 	i, v, _ := reflect.Select(cases)
 	switch i {
 	case 0:
+		d.inflight--
+		return v.Interface().(func() error)()
 	case 1:
+	case 2:
 		d.reconnect = d.q.s.NextReconnect()
 		d.dirty = [nWatched]bool{true, true, true, true, true, true}
-	case 2:
-		return errNotLeader
 	case 3:
-		return context.Cause(ctx)
+		return errNotLeader
 	case 4:
+		return context.Cause(ctx)
+	case 5:
 		return d.q.s.Err()
 	default:
-		w := i - 5
+		w := i - 6
 		d.ev[w], d.dirty[w] = nil, true
 		if znode.Dropped(v.Interface().(zk.Event)) {
 			<-d.q.s.Done()
@@ -423,7 +478,6 @@ type handOut struct {
 	bury []*item
 	touched []string
 	hwm  string
-	took int // the free items it takes, from the start of free
 }
 
 type pair struct {
@@ -438,7 +492,7 @@ type opOf struct {
 }
 
 // plan hands the oldest free items to the longest-waiting tickets, one
-// each, in one multi; a TryTake's ticket with no item for it, while the
+// each, in one multi, once it knows of every item that came back; a TryTake's ticket with no item for it, while the
 // view of the items is current, is told nothing is pending. It stops at an
 // item that came back and is not read yet (its offer bumps its version),
 // and moves to the dead letters an item that would be delivered more than
@@ -446,6 +500,11 @@ type opOf struct {
 func (d *dispatcher) plan() handOut {
 	q := d.q
 	var h handOut
+	if d.dirty[wHeld] || d.listing[wHeld] || len(d.limbo) > 0 || len(d.judge) > 0 {
+		// An item may be coming back, to go before those known free:
+		// learn which first.
+		return h
+	}
 	current := d.current()
 	i := 0
 	for _, t := range d.ready {
@@ -478,7 +537,6 @@ func (d *dispatcher) plan() handOut {
 		}
 		h.pair = append(h.pair, pair{t, got})
 	}
-	h.took = i
 	if len(h.pair) == 0 && len(h.bury) == 0 {
 		return h
 	}
@@ -529,7 +587,7 @@ func (d *dispatcher) plan() handOut {
 					o.version++ // as this multi bumps it
 				}
 				data := it.carry
-				if data == nil && it.read && t.kind == kindTake {
+				if data == nil && it.read {
 					data = it.data
 				}
 				if data != nil && len(data) <= carryMax && carried+len(data) <= inboxCarry {
@@ -551,11 +609,12 @@ func (d *dispatcher) plan() handOut {
 // since it was listed, nothing of a consumer gone or come back unknown,
 // no delayed item due. Only then is a TryTake told nothing is pending.
 func (d *dispatcher) current() bool {
-	if d.dirty[wBuckets] || d.dirty[wTail] || d.dirty[wHeld] || d.dirty[wDelayed] || d.cur != d.newest() ||
-		len(d.limbo) > 0 || len(d.judge) > 0 || len(d.dueDelayed()) > 0 {
-		return false
+	for _, w := range []int{wHeld, wDelayed, wBuckets, wTail} {
+		if d.dirty[w] || d.listing[w] {
+			return false
+		}
 	}
-	return true
+	return d.cur == d.newest() && len(d.limbo) == 0 && len(d.judge) == 0 && len(d.dueDelayed()) == 0
 }
 
 // settle takes in the outcome of a round's multi. A refusal changes
@@ -563,6 +622,9 @@ func (d *dispatcher) current() bool {
 // dropped may have landed, so the view is read again.
 func (d *dispatcher) settle(h handOut, res []zk.MultiResponse, err error) error {
 	i, err := znode.MultiErr(res, err)
+	if debugDispatch {
+		fmt.Printf("DBG settle: %d ops, failed %d: %v\n", len(h.ops), i, err)
+	}
 	switch {
 	case err == nil:
 	case i < 0 && session.IsConnErr(err):
@@ -585,13 +647,23 @@ func (d *dispatcher) settle(h handOut, res []zk.MultiResponse, err error) error 
 				it.version++
 				d.q.s.Telemetry().Redelivered()
 			}
-			if t.kind == kindTake && it.read && len(it.data) <= carryMax {
+			if it.read && len(it.data) <= carryMax {
 				it.carry = it.data
 			}
 			it.again, it.read, it.data, it.held = false, false, nil, ""
 		}
 	}
-	d.free = d.free[h.took:]
+	taken := make(map[*item]bool, len(h.pair)+len(h.bury))
+	for _, p := range h.pair {
+		taken[p.it] = true
+		if d.tickets[p.t.name] != p.t {
+			d.judge = append(d.judge, p.t) // seen gone meanwhile
+		}
+	}
+	for _, it := range h.bury {
+		taken[it] = true
+	}
+	d.free = slices.DeleteFunc(d.free, func(it *item) bool { return taken[it] })
 	for _, it := range h.bury {
 		d.forget(it)
 		d.q.s.Telemetry().Buried()
@@ -650,20 +722,22 @@ func (d *dispatcher) gone(t *ticket) {
 	d.dirty[wHeld] = true // listed after this, held/ shows the item if its consumer gave it back
 }
 
-// toRead returns the items whose data the next plan needs: those that came
-// back, near the head of free; those of consumers gone; and, while Takes
-// wait, the next ones, whose offers then carry their payloads.
-func (d *dispatcher) toRead(took int) []*item {
-	out := d.limbo
-	d.limbo = nil
-	ahead := 0
-	for _, t := range d.tickets {
-		if t.kind == kindTake {
-			ahead += 2
+// toRead returns the items whose data the next hand-out needs, not read
+// nor being read: those that came back, near the head of free; those of
+// consumers gone; and the next few free ones (readAhead), whose offers
+// then carry their payloads: a consumer that waits for one item at a time
+// gets it a round trip sooner. Beyond those, in a big round, consumers
+// read their items themselves, so that the dispatcher's session does not
+// read for everyone.
+func (d *dispatcher) toRead() []*item {
+	var out []*item
+	for _, it := range d.limbo {
+		if !it.reading {
+			out = append(out, it)
 		}
 	}
-	for i, it := range d.free[took:min(len(d.free), took+maxRound)] {
-		if !it.read && (it.again || i < ahead) {
+	for i, it := range d.free[:min(len(d.free), maxRound)] {
+		if !it.read && !it.reading && (it.again || i < readAhead) {
 			out = append(out, it)
 		}
 	}
@@ -673,6 +747,7 @@ func (d *dispatcher) toRead(took int) []*item {
 // applyRead takes in the read of an item: a consumer gone left it, and it
 // is free again unless held/ showed it given back; one gone was settled.
 func (d *dispatcher) applyRead(it *item) {
+	d.limbo = slices.DeleteFunc(d.limbo, func(x *item) bool { return x == it })
 	switch {
 	case !it.read:
 		d.forget(it)
@@ -689,6 +764,9 @@ func (d *dispatcher) applyRead(it *item) {
 func (d *dispatcher) applyReady(names []string) {
 	if names == nil {
 		return
+	}
+	for _, n := range names {
+		tr(n, "listed")
 	}
 	present := make(map[string]bool, len(names))
 	var fresh []*ticket
@@ -883,31 +961,47 @@ func cmpString(a, b string) int {
 	return 0
 }
 
-// sideTasks adds to the round what it does besides handing out: moving
-// the delayed items that came due to the end of the queue, and deleting
-// drained buckets (one that is not empty after all stays).
-func (d *dispatcher) sideTasks(ctx context.Context, r *reads) {
+// sideTasks sends what the dispatcher does besides handing out: moving
+// the delayed items that came due to the end of the queue, deleting
+// drained buckets (one that is not empty after all stays), and making
+// dead/ when a bury found it missing.
+func (d *dispatcher) sideTasks(ctx context.Context) {
 	q := d.q
 	if due := d.dueDelayed(); len(due) > 0 {
 		d.delayed = slices.DeleteFunc(d.delayed, func(n string) bool { return slices.Contains(due, n) })
-		r.do(func() error {
-			if err := q.promote(ctx, due); err != nil {
-				q.log.Warn("fairqueue: could not move delayed items into the queue; trying again", "err", err)
-				d.dirty[wDelayed] = true
+		d.async(func() func() error {
+			err := q.promote(ctx, due)
+			return func() error {
+				if err != nil {
+					q.log.Warn("fairqueue: could not move delayed items into the queue; trying again", "err", err)
+					d.dirty[wDelayed] = true
+				}
+				return nil
 			}
-			return nil
 		})
 	}
 	for _, b := range d.drop {
-		r.do(func() error {
+		d.async(func() func() error {
 			err := q.s.Conn().Delete(q.bucketPath(b), -1)
 			if err != nil && !errors.Is(err, zk.ErrNotEmpty) && !errors.Is(err, zk.ErrNoNode) && !session.IsConnErr(err) {
 				q.log.Debug("fairqueue: could not delete drained bucket", "bucket", b, "err", err)
 			}
-			return nil
+			return func() error { return nil }
 		})
 	}
 	d.drop = nil
+	if d.needDead && !d.multi {
+		d.needDead = false
+		d.async(func() func() error {
+			err := znode.EnsureDir(ctx, q.s, q.dead, q.acl)
+			return func() error {
+				if err != nil {
+					return d.ended(ctx, err)
+				}
+				return nil
+			}
+		})
+	}
 }
 
 // ended names why a read stopped: the end of the leadership, ctx or the
@@ -1012,3 +1106,5 @@ func highMark(data []byte) string {
 	}
 	return string(data)
 }
+
+var debugDispatch = os.Getenv("FQDEBUG") != ""

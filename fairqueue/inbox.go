@@ -195,6 +195,7 @@ func (in *inbox) deliver(os []offer, token int64) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for _, o := range os {
+		tr(o.ticket, "inbox")
 		d := delivery{o, token}
 		if ch, ok := in.waiting[o.ticket]; ok {
 			delete(in.waiting, o.ticket)

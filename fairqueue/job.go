@@ -179,7 +179,17 @@ func (q *Queue) ackBatch(batch []ackReq) []ackResult {
 			start[k] = len(all)
 			all = append(all, ops[i]...)
 		}
+		t0 := time.Now()
 		res, err := q.s.Conn().Multi(all...)
+		if debugTrace && err == nil {
+			for _, r := range res {
+				if r.String != "" {
+					traceMu.Lock()
+					traceT[path.Base(r.String)] = map[string]time.Time{"sent": t0, "created": time.Now()}
+					traceMu.Unlock()
+				}
+			}
+		}
 		failed, err := znode.MultiErr(res, err)
 		if failed < 0 || len(left) == 1 {
 			for k, i := range left {

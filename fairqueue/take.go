@@ -83,10 +83,16 @@ func (q *Queue) takeOne(ctx context.Context, kind byte) (*Job, error) {
 			return nil, fmt.Errorf("%w: %w", errInboxLost, q.s.Err())
 		}
 		if err != nil {
+			if debugDispatch {
+				fmt.Printf("DBG take: give up %v\n", err)
+			}
 			q.s.Cleanup("give up "+tickets[0], q.dropStep(tickets[0]))
 			return nil, err
 		}
 		if d.name == "" {
+			if debugDispatch {
+				fmt.Printf("DBG take: told empty %+v\n", d)
+			}
 			q.s.Cleanup("told empty "+tickets[0], q.dropStep(tickets[0]))
 			return nil, nil
 		}
@@ -299,6 +305,7 @@ func (q *Queue) jobs(ctx context.Context, ds []delivery) ([]*Job, error) {
 			q.s.Cleanup("settle "+d.ticket, q.s.DeleteStep(q.ready+"/"+d.ticket))
 			continue
 		}
+		tr(d.ticket, "read")
 		js = append(js, newJob(q, d, nodes[i].Data))
 	}
 	slices.SortFunc(js, func(a, b *Job) int { return strings.Compare(a.id, b.id) })
