@@ -104,8 +104,10 @@ func replyVersion(reply string) string {
 
 // ServerVersion asks the server at addr with `srvr` which ZooKeeper release
 // it runs and returns it ("3.8.0", "3.9.3").
-func ServerVersion(addr string) (string, error) {
-	reply, err := fourLetter(addr, "srvr", fourLetterTimeout)
+func ServerVersion(addr string) (string, error) { return serverVersion(addr, fourLetterTimeout) }
+
+func serverVersion(addr string, timeout time.Duration) (string, error) {
+	reply, err := fourLetter(addr, "srvr", timeout)
 	if err != nil {
 		return "", err
 	}

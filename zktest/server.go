@@ -300,6 +300,9 @@ func startShared(src Source) (origin, string, error) {
 	for attempt := 1; attempt <= 3; attempt++ {
 		srv, bindFailed, err := startSharedLocal(li)
 		if err == nil {
+			if unavailable != nil {
+				srv.from += fmt.Sprintf("; not the source: %v", unavailable)
+			}
 			return srv, "", nil
 		}
 		last = err
@@ -316,7 +319,7 @@ func startShared(src Source) (origin, string, error) {
 func versionsOf(addrs []string) string {
 	vs := make([]string, len(addrs))
 	for i, a := range addrs {
-		v, err := ServerVersion(a)
+		v, err := serverVersion(a, 2*time.Second)
 		if err != nil {
 			v = fmt.Sprintf("unknown (%v)", err)
 		}
