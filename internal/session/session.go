@@ -102,13 +102,13 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		closeReq: make(chan struct{}),
 	}
 	tried := &attempts{} // for the error of a Connect whose ctx ends first
-	dial, hosts := tried.dialer(cfg.Dialer), zk.WithHostProvider(zk.NewDNSHostProvider())
+	dial, hosts := tried.dialer(cfg.Dialer), zk.HostProvider(zk.NewDNSHostProvider())
 	var tt *tlsTransport // nil without TLS
 	probe := prober{}
 	if cfg.TLS != nil {
 		// Under the wire watcher, which must see the plaintext protocol.
 		tt = newTLSTransport(cfg.Dialer, cfg.TLS, s.signal, tried)
-		dial, hosts = tt.dial, zk.WithHostProvider(tt)
+		dial, hosts = tt.dial, tt
 		probe = prober{tls: cfg.TLS, serverName: tt.serverName}
 	}
 	if cfg.Chroot != "" {
@@ -121,7 +121,7 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		Probe: probe.probe, Tick: cfg.Tick, Refused: tried.failed})
 	conn, _, err := zk.Connect(cfg.Servers, cfg.Timeout,
 		zk.WithDialer(s.tr.Dialer(dial)),
-		hosts,
+		zk.WithHostProvider(&redialAtOnce{HostProvider: hosts}),
 		zk.WithEventCallback(s.onEvent),
 		zk.WithLogger(zkLogger{cfg.Logger}),
 		zk.WithLogInfo(false),
