@@ -166,7 +166,7 @@ CHAOS_FOR ?= 2m
 CHAOS_OUT ?= $(CURDIR)/chaos-out
 CHAOS_FLAGS ?=
 .PHONY: chaos
-chaos:
+chaos: zktest-version
 	@status=0; cd chaos || exit 1; \
 	$(GO) test -count=1 -timeout 0 -run '^TestChaos$$' -v . -chaos.for=$(CHAOS_FOR) -chaos.out=$(CHAOS_OUT) $(CHAOS_FLAGS) || status=1; \
 	$(GO) test -count=1 -timeout 0 -run '^TestCheckerCatchesUnfencedWrites$$' -v . -chaos.selftest -chaos.out=$(CHAOS_OUT) || status=1; \
