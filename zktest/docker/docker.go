@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -25,8 +26,10 @@ import (
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
-// dockerImage is the official ZooKeeper image used when Docker is available.
-const dockerImage = "zookeeper:3.8"
+// dockerImage is the official ZooKeeper image used when Docker is available:
+// zookeeper:3.8, or zookeeper:3.9 with ZKTEST_VERSION=3.9, as zktest's
+// local servers (any other value fails the tests there).
+var dockerImage = "zookeeper:" + cmp.Or(os.Getenv("ZKTEST_VERSION"), "3.8")
 
 // dockerOwnerLabel marks the containers this package starts. Its value
 // names the process (a test binary) that owns the container:
@@ -74,7 +77,8 @@ func Start(t testing.TB) *zktest.Server {
 func Main(m *testing.M) int { return zktest.MainFrom(m, Source) }
 
 // Source is a [zktest.Source]: when a Docker engine answers (DOCKER_HOST,
-// or the default socket) and has the zookeeper:3.8 image or can pull it, it
+// or the default socket) and has the zookeeper:3.8 image (zookeeper:3.9
+// with ZKTEST_VERSION=3.9) or can pull it, it
 // starts a container of it, configured like zktest's local server, and
 // returns its address once it serves; else it returns an error wrapping
 // [zktest.ErrUnavailable] that says why, and zktest falls back to a local
@@ -93,6 +97,9 @@ func Main(m *testing.M) int { return zktest.MainFrom(m, Source) }
 // air-gapped machines do not have, is not started. Without the docker
 // command the reaper must run, and must be there or pullable.
 func Source() ([]string, string, error) {
+	if dockerImage != "zookeeper:3.8" && dockerImage != "zookeeper:3.9" {
+		return nil, "", fmt.Errorf("zktest/docker: ZKTEST_VERSION=%s: want 3.8 or 3.9", os.Getenv("ZKTEST_VERSION"))
+	}
 	reaperOff()
 	daemon, err := engine()
 	if err == nil {
