@@ -40,12 +40,6 @@ type localInstall struct {
 	want string
 }
 
-// matches reports whether version, as srvr reports it ("3.9.3"), is of the
-// release ZKTEST_VERSION asks for (any when it is unset).
-func (li *localInstall) matches(version string) bool {
-	return li.want == "" || strings.HasPrefix(version, li.want+".")
-}
-
 // findLocal looks for a local installation once per test binary.
 var findLocal = sync.OnceValues(lookLocal)
 

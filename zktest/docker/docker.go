@@ -246,6 +246,10 @@ func startDocker(daemon string) (string, error) {
 		return "", unavailable("no docker command on PATH, and %s=true: nothing could remove the container once the test binary exits (%v)", ryukDisabledEnv, cliErr)
 	}
 	if !ryukOff {
+		// The reaper's image, which testcontainers-go would otherwise try
+		// to pull for minutes: the deprecated name still holds the value
+		// it uses (v0.45), and no other exported name does.
+		//lint:ignore SA1019 the image testcontainers-go's reaper runs
 		if err := needImage(ctx, testcontainers.ReaperDefaultImage, "testcontainers' reaper; "+ryukDisabledEnv+"=true does without it"); err != nil {
 			return "", err
 		}
