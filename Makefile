@@ -32,12 +32,32 @@ demo: zk-up
 # Everything under the race detector; then the tests in which clients
 # reconnect with watches set, without it (see reconnect_test.go: a data
 # race inside go-zookeeper v1.0.4 itself).
-test: zk-up
+test: zk-up zktest-version
 	$(GO) test -race -timeout 15m ./...
 	cd cmd/zklock && $(GO) test -race -timeout 15m ./...
 	cd telemetrytest && $(GO) test -race -timeout 10m ./...
 	cd chaos && $(GO) test -race -timeout 15m ./...
 	cd zktest/docker && $(GO) test -race -timeout 15m ./...
+	$(GO) test -count=1 -timeout 10m -run 'TestLeaderKilledMidRun|TestSessionSurvivesServerRestart|TestSuperviseElectionThroughEnsembleRestart' .
+	$(GO) test -count=1 -timeout 10m -run 'TestQueueSurvivesFaults' ./fairqueue/
+
+# ZKTEST_VERSION=3.9 makes every server the tests start ZooKeeper 3.9 (3.8,
+# Debian's own package, when unset): make test ZKTEST_VERSION=3.9.
+# scripts/zk39-fetch.sh fetches it first (Debian trixie's 3.9.3, into a
+# cache; nothing installed). See docs/zookeeper-versions.md.
+ZKTEST_VERSION ?=
+export ZKTEST_VERSION
+.PHONY: zktest-version test-recipes
+zktest-version:
+ifeq ($(ZKTEST_VERSION),3.9)
+	bash scripts/zk39-fetch.sh
+endif
+
+# The recipe suites alone (CI runs them on each ZooKeeper release), as make
+# test runs them: make test-recipes ZKTEST_VERSION=3.9
+test-recipes: zktest-version
+	$(GO) test -race -timeout 15m . ./zklock/... ./fairqueue/...
+	cd cmd/zklock && $(GO) test -race -timeout 15m ./...
 	$(GO) test -count=1 -timeout 10m -run 'TestLeaderKilledMidRun|TestSessionSurvivesServerRestart|TestSuperviseElectionThroughEnsembleRestart' .
 	$(GO) test -count=1 -timeout 10m -run 'TestQueueSurvivesFaults' ./fairqueue/
 
@@ -120,7 +140,7 @@ bench-queue: zk-up
 	cd bench && $(GO) run ./cmd/queuebench -zk $(ZK) $(BENCH_QUEUE_FLAGS)
 
 # A Go service sharing one lock path with Curator (Java) and with kazoo (Python).
-interop:
+interop: zktest-version
 	bash interop/install.sh
 	$(GO) test -race -count=1 -tags interop ./interop/
 
@@ -157,7 +177,7 @@ CHAOS_FOR ?= 2m
 CHAOS_OUT ?= $(CURDIR)/chaos-out
 CHAOS_FLAGS ?=
 .PHONY: chaos
-chaos:
+chaos: zktest-version
 	@status=0; cd chaos || exit 1; \
 	$(GO) test -count=1 -timeout 0 -run '^TestChaos$$' -v . -chaos.for=$(CHAOS_FOR) -chaos.out=$(CHAOS_OUT) $(CHAOS_FLAGS) || status=1; \
 	$(GO) test -count=1 -timeout 0 -run '^TestCheckerCatchesUnfencedWrites$$' -v . -chaos.selftest -chaos.out=$(CHAOS_OUT) || status=1; \

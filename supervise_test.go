@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
 	"github.com/zkrecipes/zkrecipes"
@@ -78,20 +79,43 @@ func TestSuperviseFrozenPastExpiry(t *testing.T) {
 
 // A session the server expires (the client's own timer pushed past the
 // timeout): run's ctx ends with ErrSessionExpired, and run is called again.
+// The connection stays frozen until the server has expired the session (its
+// ephemeral node is gone), not for a fixed time: when that happens depends
+// on the timeout the server grants and on its tickTime, zktest's or those
+// of a server ZK_CONNECT names (one that grants no less than 4 s, as by
+// default at tickTime 2 s, expires a session 4 to 6 s after its last
+// packet).
 func TestSuperviseServerSideExpiry(t *testing.T) {
 	srv := setup(t)
 	var fz zktest.Freezer
+	defer fz.Thaw()
 	r := newSessions()
+	other := connect(t, srv.Addrs())
+	p := zktest.Path(t, "")
+	created := make(chan error, 1)
+	var once sync.Once
+	run := func(ctx context.Context, s *zkrecipes.Session) error {
+		once.Do(func() {
+			_, err := s.Conn().Create(p, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+			created <- err
+		})
+		return r.run(ctx, s)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- zkrecipes.Supervise(ctx, srv.Addrs(), r.run, zkrecipes.WithDialer(fz.Dial),
+		done <- zkrecipes.Supervise(ctx, srv.Addrs(), run, zkrecipes.WithDialer(fz.Dial),
 			zkrecipes.WithSessionTimeout(2*time.Second), zkrecipes.WithLossFraction(10))
 	}()
 	first := r.next(t)
+	require.NoError(t, <-created)
 	fz.Freeze()
-	time.Sleep(4 * time.Second) // the server expires the session
+	require.Eventually(t, func() bool {
+		found, _, err := other.Conn().Exists(p)
+		require.NoError(t, err)
+		return !found
+	}, 2*time.Minute, 50*time.Millisecond, "the server expires the frozen session")
 	fz.Thaw()
 	second := r.next(t)
 	require.NotEqual(t, first, second)

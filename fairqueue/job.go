@@ -300,6 +300,10 @@ func (j *Job) settle(ctx context.Context, op string, count func(), fn func(*zk.C
 	case ctx.Err() != nil && j.o.Err() == nil:
 		// Sent, and not answered: it may have landed; the owner goes on.
 		return fmt.Errorf("fairqueue: %s %s: %w: %w", op, j.id, ErrOutcomeUnknown, err)
+	case ctx.Err() != nil && errors.Is(err, context.Cause(ctx)):
+		// The holding ended right after the wait gave up on it: its end is
+		// the answer (asked again, fn is not sent again).
+		return j.settle(context.Background(), op, count, fn)
 	case errors.Is(err, owner.ErrUnsettled):
 		// Sent, and the session ended before its answer: it may have
 		// landed, so the claim's loss is not wrapped; ErrClaimLost would

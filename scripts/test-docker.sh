@@ -187,12 +187,16 @@ fi
 docker version --format 'client {{.Client.Version}}, engine {{.Server.Version}}' >&2
 { docker compose version 2>/dev/null || docker-compose version --short; } | sed 's/^/compose /' >&2
 
-# 2. The image.
+# 2. The image (zookeeper:3.9 with ZKTEST_VERSION=3.9, for zktest/docker).
 step "image (scripts/zk-image.sh)"
-if ! docker image inspect zookeeper:3.8 >/dev/null 2>&1 && ! command -v debootstrap >/dev/null 2>&1; then
-	apt_install "no zookeeper:3.8 image, and scripts/zk-image.sh needs debootstrap to build its stand-in" debootstrap
-fi
-bash scripts/zk-image.sh
+images=(3.8)
+[[ ${ZKTEST_VERSION:-} == 3.9 ]] && images+=(3.9)
+for v in "${images[@]}"; do
+	if ! docker image inspect "zookeeper:$v" >/dev/null 2>&1 && ! command -v debootstrap >/dev/null 2>&1; then
+		apt_install "no zookeeper:$v image, and scripts/zk-image.sh needs debootstrap to build its stand-in" debootstrap
+	fi
+	ZK_IMAGE_VERSION=$v bash scripts/zk-image.sh
+done
 
 # 3. testcontainers-go.
 step "testcontainers: zktest/docker, zktest, zklock"

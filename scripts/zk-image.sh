@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# zk-image.sh - build a LOCAL STAND-IN for the official zookeeper:3.8 image.
+# zk-image.sh - build a LOCAL STAND-IN for the official zookeeper:3.8 image
+# (or zookeeper:3.9, with ZK_IMAGE_VERSION=3.9).
 #
 # You probably do not need this. zktest/docker and docker-compose.yml are written
 # for the official image: `docker pull zookeeper:3.8` from Docker Hub, or
@@ -11,6 +12,10 @@
 #   debootstrap --variant=minbase bookworm ROOT     (about 1 minute)
 #   chroot ROOT apt-get install zookeeper           (about 2 minutes)
 #   tar -C ROOT -c . | docker import ... zookeeper:3.8
+#
+# ZooKeeper 3.9 the same way, from Debian trixie (whose zookeeper package
+# is 3.9.3, with trixie's own jars: no classpath trap inside the image):
+#   ZK_IMAGE_VERSION=3.9 scripts/zk-image.sh        (zookeeper:3.9)
 #
 # The image honours the official image's environment contract: ZOO_MY_ID,
 # ZOO_SERVERS, ZOO_TICK_TIME, ZOO_INIT_LIMIT, ZOO_SYNC_LIMIT,
@@ -27,19 +32,27 @@
 # WITHOUT the label (the official one, pulled) is never replaced.
 #
 # Usage: scripts/zk-image.sh [--force]     (root: debootstrap and chroot)
-# Environment: ZK_IMAGE (default zookeeper:3.8), ZK_IMAGE_MIRROR (default
-# http://deb.debian.org/debian), ZK_IMAGE_SUITE (default bookworm),
-# TMPDIR (where the root file system is built, then removed; ~600 MB).
+# Environment: ZK_IMAGE_VERSION (3.8, the default, or 3.9), ZK_IMAGE
+# (default zookeeper:$ZK_IMAGE_VERSION), ZK_IMAGE_MIRROR (default
+# http://deb.debian.org/debian), ZK_IMAGE_SUITE (default bookworm for 3.8,
+# trixie for 3.9), TMPDIR (where the root file system is built, then
+# removed; ~600 MB).
 set -euo pipefail
-
-image=${ZK_IMAGE:-zookeeper:3.8}
-mirror=${ZK_IMAGE_MIRROR:-http://deb.debian.org/debian}
-suite=${ZK_IMAGE_SUITE:-bookworm}
-force=false
-[[ ${1:-} == --force ]] && force=true
 
 say() { printf 'zk-image: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
+
+version=${ZK_IMAGE_VERSION:-3.8}
+case $version in
+3.8) default_suite=bookworm ;;
+3.9) default_suite=trixie ;;
+*) die "ZK_IMAGE_VERSION=$version: want 3.8 or 3.9" ;;
+esac
+image=${ZK_IMAGE:-zookeeper:$version}
+mirror=${ZK_IMAGE_MIRROR:-http://deb.debian.org/debian}
+suite=${ZK_IMAGE_SUITE:-$default_suite}
+force=false
+[[ ${1:-} == --force ]] && force=true
 
 command -v docker >/dev/null 2>&1 || die "no docker command"
 timeout 20 docker info >/dev/null 2>&1 || die "no Docker engine answers (docker info)"
@@ -102,6 +115,9 @@ chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEN
 }
 umount -l "$root/proc"
 [[ -f $root/usr/share/java/zookeeper.jar ]] || die "no /usr/share/java/zookeeper.jar after the install"
+installed=$(chroot "$root" dpkg-query -W -f '${Version}' libzookeeper-java)
+[[ $installed == "$version".* ]] || die "$suite's zookeeper is $installed, not $version"
+say "installed ZooKeeper $installed"
 chroot "$root" id zookeeper >/dev/null || die "the zookeeper package made no user zookeeper"
 
 # Slim down: package lists, caches, documentation.
@@ -197,7 +213,7 @@ changes=(
 	-c 'ENTRYPOINT ["/docker-entrypoint.sh"]'
 	-c 'CMD ["zkServer.sh", "start-foreground"]'
 	-c "LABEL org.zkrecipes.stand-in=$recipe"
-	-c 'LABEL org.opencontainers.image.description="Local stand-in for the official zookeeper:3.8 image, built by zkrecipes scripts/zk-image.sh from Debian packages. Real users: docker pull zookeeper:3.8."'
+	-c "LABEL org.opencontainers.image.description=\"Local stand-in for the official zookeeper:$version image (Debian $suite's $installed), built by zkrecipes scripts/zk-image.sh. Real users: docker pull zookeeper:$version.\""
 )
 tar --numeric-owner -C "$root" -c . | docker import "${changes[@]}" - "$image" >/dev/null
 say "built $image in $((SECONDS - begin))s ($(docker image inspect -f '{{.Size}}' "$image" | awk '{printf "%d MB", $1/1e6}'))"

@@ -279,8 +279,12 @@ func TestManyGoroutinesShareOneSession(t *testing.T) {
 
 // With 20 waiters in line, each contender's node is watched by at most one
 // other session: its successor. A release wakes one waiter, not a herd.
+// The count of child watches is the server's (mntr, wchs): the test runs on
+// a server of its own, which no other test binary shares (as ZK_CONNECT's
+// would be).
 func TestWaitersWatchOnlyTheirPredecessor(t *testing.T) {
-	srv := setup(t)
+	zktest.CheckGoroutines(t)
+	srv := zktest.StartPrivate(t)
 	ctx := bg(t)
 	holder := connect(t, srv.Addrs())
 	path := lockPath(t, holder)

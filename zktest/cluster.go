@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -68,7 +69,7 @@ func startCluster(t testing.TB, n int, ln *links, opts ...Option) *Cluster {
 	var err error
 	for attempt := 1; attempt <= 3; attempt++ {
 		if err = c.tryStart(filepath.Join(root, "try"+strconv.Itoa(attempt)), n); err == nil {
-			t.Logf("zktest: started %d-server ensemble %v in %v (%s)", n, c.Addrs(), time.Since(begin).Round(time.Millisecond), li.from)
+			t.Logf("zktest: started %d-server ensemble %v, ZooKeeper %s, in %v (%s)", n, c.Addrs(), c.versions(), time.Since(begin).Round(time.Millisecond), li.from)
 			return c
 		}
 		if !c.bindFailed() {
@@ -226,7 +227,7 @@ func (c *Cluster) waitLeaderLocked(timeout time.Duration) (int, error) {
 		if err == nil {
 			return leader, nil
 		}
-		if errors.Is(err, errExited) || time.Now().After(deadline) {
+		if errors.Is(err, errExited) || errors.Is(err, errWrongVersion) || time.Now().After(deadline) {
 			return -1, fmt.Errorf("%w after %v: %w", errNoLeader, timeout, err)
 		}
 		time.Sleep(25 * time.Millisecond)
@@ -245,8 +246,11 @@ func (c *Cluster) pollLocked() (int, error) {
 			continue
 		}
 		live++
-		mode, err := serverMode(nd.addr, time.Second)
+		mode, version, err := serverInfo(nd.addr, time.Second)
 		if err != nil {
+			return -1, err
+		}
+		if err := nd.saw(version); err != nil {
 			return -1, err
 		}
 		switch mode {
@@ -264,6 +268,18 @@ func (c *Cluster) pollLocked() (int, error) {
 		return -1, fmt.Errorf("zktest: %d running servers, none leads", live)
 	}
 	return leader, nil
+}
+
+// versions returns the release each server reported, in server order
+// ("3.9.3, 3.9.3, 3.9.3").
+func (c *Cluster) versions() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	vs := make([]string, len(c.nodes))
+	for i, nd := range c.nodes {
+		vs[i] = nd.version
+	}
+	return strings.Join(vs, ", ")
 }
 
 func (c *Cluster) liveLocked() int {

@@ -44,6 +44,22 @@
 // with libnetty-java, a dependency of the zookeeper package). Java is
 // $JAVA_HOME/bin/java or java on PATH; [TLSFiles] runs the keytool beside it.
 //
+// # Which release
+//
+// The environment variable ZKTEST_VERSION chooses the release of every
+// server zktest starts (the shared one, private ones, ensembles): 3.8 (the
+// default, Debian bookworm's package as above) or 3.9: Debian trixie's jars,
+// which scripts/zk39-fetch.sh fetches into $ZKTEST_CACHE/zookeeper-3.9
+// (ZKTEST_CACHE defaults to os.UserCacheDir()/zkrecipes), with a classpath
+// that puts 3.9's jute before the 3.8 jute named by the jar's manifest.
+// ZK_HOME or ZOOKEEPER_JAR, when set, still name the installation. When
+// ZKTEST_VERSION is set, every server must report (to srvr) a release of
+// that line, or the test fails; a 3.9 that was never fetched fails too,
+// naming the script: a run asked to prove 3.9 does not pass on 3.8 or on
+// nothing. Each start logs the version every server reports, as does the
+// shared server from ZK_CONNECT or a Source (which ZKTEST_VERSION does not
+// choose).
+//
 // # Local server configuration
 //
 // Local servers listen on 127.0.0.1 only and are configured for tests, not

@@ -2,6 +2,7 @@ package zktest
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
@@ -167,6 +168,11 @@ type Dropper struct {
 	dials  int
 	paused chan struct{} // while paused (see Pause): closed by Resume
 	missed bool          // LoseMissedEvents was called, and not used yet
+
+	churn     Churn // see Churn
+	rng       *rand.Rand
+	lastChurn time.Time
+	churned   int
 }
 
 // arm is one Arm or Hold not yet used.
@@ -412,7 +418,10 @@ func (c *dropConn) Write(p []byte) (int, error) {
 				c.forgetMissed(frame)
 			}
 			if !c.isCut() {
-				a, _ = c.d.take(r)
+				var ok bool
+				if a, ok = c.d.take(r); !ok && c.d.churns(r) {
+					a = arm{mode: AfterWrite}
+				}
 			}
 		}
 		if a.hold {

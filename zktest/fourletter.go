@@ -67,14 +67,52 @@ func fourLetter(addr, cmd string, timeout time.Duration) (string, error) {
 // "standalone", "leader", "follower" or "observer". It fails when the server
 // does not answer or does not serve requests.
 func serverMode(addr string, timeout time.Duration) (string, error) {
+	mode, _, err := serverInfo(addr, timeout)
+	return mode, err
+}
+
+// serverInfo is serverMode, with the version the server reports ("3.9.3";
+// "" when the reply names none).
+func serverInfo(addr string, timeout time.Duration) (mode, version string, err error) {
+	reply, err := fourLetter(addr, "srvr", timeout)
+	if err != nil {
+		return "", "", err
+	}
+	version = replyVersion(reply)
+	for line := range strings.Lines(reply) {
+		if m, ok := strings.CutPrefix(line, "Mode:"); ok {
+			return strings.TrimSpace(m), version, nil
+		}
+	}
+	return "", version, fmt.Errorf("zktest: srvr to %s: no Mode in reply %q", addr, reply)
+}
+
+// replyVersion returns the release a srvr reply names ("Zookeeper version:
+// 3.9.3-<commit>, built on ..." gives "3.9.3"), or "".
+func replyVersion(reply string) string {
+	for line := range strings.Lines(reply) {
+		if v, ok := strings.CutPrefix(line, "Zookeeper version:"); ok {
+			v = strings.TrimSpace(v)
+			if i := strings.IndexAny(v, "-, "); i >= 0 {
+				v = v[:i]
+			}
+			return v
+		}
+	}
+	return ""
+}
+
+// ServerVersion asks the server at addr with `srvr` which ZooKeeper release
+// it runs and returns it ("3.8.0", "3.9.3").
+func ServerVersion(addr string) (string, error) { return serverVersion(addr, fourLetterTimeout) }
+
+func serverVersion(addr string, timeout time.Duration) (string, error) {
 	reply, err := fourLetter(addr, "srvr", timeout)
 	if err != nil {
 		return "", err
 	}
-	for line := range strings.Lines(reply) {
-		if mode, ok := strings.CutPrefix(line, "Mode:"); ok {
-			return strings.TrimSpace(mode), nil
-		}
+	if v := replyVersion(reply); v != "" {
+		return v, nil
 	}
-	return "", fmt.Errorf("zktest: srvr to %s: no Mode in reply %q", addr, reply)
+	return "", fmt.Errorf("zktest: srvr to %s: no version in reply %q", addr, reply)
 }

@@ -22,11 +22,22 @@ var errNoLocal = errors.New("zktest: no local ZooKeeper installation (set ZK_HOM
 // installation: a mistake to report, not a reason to skip.
 var errBadInstall = errors.New("zktest: bad local ZooKeeper installation")
 
+// versionEnv names the environment variable that chooses the ZooKeeper
+// release zktest runs: 3.8 or 3.9 (see the package doc).
+const versionEnv = "ZKTEST_VERSION"
+
+// cacheEnv names the environment variable that moves the cache where
+// scripts/zk39-fetch.sh puts ZooKeeper 3.9.
+const cacheEnv = "ZKTEST_CACHE"
+
 // localInstall is a runnable local ZooKeeper.
 type localInstall struct {
 	java      string // path of the java executable
 	classpath string
 	from      string // where it was found, for messages
+	// want is the release ZKTEST_VERSION asks for ("3.8", "3.9"), which
+	// every server started must report; "" when it is unset.
+	want string
 }
 
 // findLocal looks for a local installation once per test binary.
@@ -43,7 +54,23 @@ func lookLocal() (*localInstall, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: java not found: %w", errNoLocal, err)
 	}
+	li, err := lookInstall(java)
+	if err != nil {
+		return nil, err
+	}
+	li.want = os.Getenv(versionEnv)
+	return li, nil
+}
 
+// lookInstall finds the installation ZK_HOME, ZOOKEEPER_JAR or
+// ZKTEST_VERSION names, else Debian's.
+func lookInstall(java string) (*localInstall, error) {
+	switch v := os.Getenv(versionEnv); {
+	case v != "" && v != "3.8" && v != "3.9":
+		return nil, fmt.Errorf("%w: %s=%s: want 3.8 or 3.9", errBadInstall, versionEnv, v)
+	case v == "3.9" && os.Getenv("ZK_HOME") == "" && os.Getenv("ZOOKEEPER_JAR") == "":
+		return look39(java)
+	}
 	if home := os.Getenv("ZK_HOME"); home != "" {
 		if !isDir(filepath.Join(home, "lib")) {
 			return nil, fmt.Errorf("%w: ZK_HOME=%s has no lib directory", errBadInstall, home)
@@ -79,6 +106,32 @@ func lookLocal() (*localInstall, error) {
 		cp += string(os.PathListSeparator) + codec
 	}
 	return &localInstall{java: java, classpath: cp, from: from + jar}, nil
+}
+
+// look39 finds ZooKeeper 3.9 where scripts/zk39-fetch.sh puts it: Debian
+// trixie's jars, and a file naming the classpath in the order they need
+// (3.9's jute before the 3.8 jute that the server jar's manifest names).
+func look39(java string) (*localInstall, error) {
+	cache := os.Getenv(cacheEnv)
+	if cache == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s=3.9: no cache directory (set %s): %w", errBadInstall, versionEnv, cacheEnv, err)
+		}
+		cache = filepath.Join(dir, "zkrecipes")
+	}
+	dir := filepath.Join(cache, "zookeeper-3.9")
+	b, err := os.ReadFile(filepath.Join(dir, "classpath"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s=3.9, but no ZooKeeper 3.9 in %s (run scripts/zk39-fetch.sh): %w", errBadInstall, versionEnv, dir, err)
+	}
+	cp := strings.TrimSpace(string(b))
+	for entry := range strings.SplitSeq(cp, string(os.PathListSeparator)) {
+		if !isFile(entry) {
+			return nil, fmt.Errorf("%w: %s=3.9: %s names %s, which is missing (run scripts/zk39-fetch.sh --force)", errBadInstall, versionEnv, filepath.Join(dir, "classpath"), entry)
+		}
+	}
+	return &localInstall{java: java, classpath: cp, from: dir}, nil
 }
 
 // jvmFlags start the JVM fastest with little memory (measured with Java 17

@@ -45,6 +45,7 @@ func MainFrom(m *testing.M, src Source) int {
 			return 1
 		}
 	default:
+		fmt.Fprintf(os.Stderr, "zktest: shared ZooKeeper %v, ZooKeeper %s (%s)\n", srv.addrs, srv.version, srv.from)
 		os.Setenv("ZK_CONNECT", strings.Join(srv.addrs, ","))
 	}
 	return m.Run()

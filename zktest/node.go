@@ -17,6 +17,10 @@ import (
 // errExited is returned when a server process ends while we wait for it.
 var errExited = errors.New("zktest: ZooKeeper process exited")
 
+// errWrongVersion is returned when a server started for ZKTEST_VERSION
+// reports another release.
+var errWrongVersion = errors.New("zktest: ZooKeeper of another release")
+
 // node is one private local server process: a direct child of the test
 // binary, in its own process group. Its methods are called with the owning
 // Cluster's or Server's mutex held.
@@ -29,6 +33,9 @@ type node struct {
 	// the server answers srvr, wait also waits until it accepts
 	// connections there.
 	secureAddr string
+	// want is the release the server must report (ZKTEST_VERSION, "" for
+	// any); version is the one it reported to srvr, once it served.
+	want, version string
 
 	pid  int
 	done chan struct{} // closed once the process is reaped; nil when never started
@@ -108,7 +115,7 @@ func (n *node) start(li *localInstall) error {
 		<-done
 		return fmt.Errorf("zktest: start %s: %w", argv[0], err)
 	}
-	n.pid, n.done = cmd.Process.Pid, done
+	n.pid, n.done, n.want = cmd.Process.Pid, done, li.want
 	return nil
 }
 
@@ -137,7 +144,12 @@ func (n *node) waitFor(timeout time.Duration, ok func(mode string) bool, alive f
 		if !alive() {
 			return fmt.Errorf("%w: %s (see %s)", errExited, n.addr, n.logFile)
 		}
-		mode, err := serverMode(n.addr, time.Second)
+		mode, version, err := serverInfo(n.addr, time.Second)
+		if err == nil {
+			if err := n.saw(version); err != nil {
+				return err
+			}
+		}
 		if err == nil && ok(mode) {
 			if n.secureAddr == "" {
 				return nil
@@ -156,6 +168,16 @@ func (n *node) waitFor(timeout time.Duration, ok func(mode string) bool, alive f
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
+}
+
+// saw records the version the server reported, and fails when it is not
+// of the release ZKTEST_VERSION asks for.
+func (n *node) saw(version string) error {
+	n.version = version
+	if n.want != "" && !strings.HasPrefix(version, n.want+".") {
+		return fmt.Errorf("%w: %s=%s, but %s runs ZooKeeper %q (see %s)", errWrongVersion, versionEnv, n.want, n.addr, version, n.logFile)
+	}
+	return nil
 }
 
 // waitUp polls with ruok until the server answers imok (it may still be

@@ -120,7 +120,7 @@ func StartPrivate(t testing.TB, opts ...Option) *Server {
 		}
 		if err == nil {
 			s.addrs, s.logFile, s.secure = []string{n.addr}, n.logFile, n.secureAddr
-			t.Logf("zktest: started private ZooKeeper %s in %v (%s)", n.addr, time.Since(begin).Round(time.Millisecond), li.from)
+			t.Logf("zktest: started private ZooKeeper %s, ZooKeeper %s, in %v (%s)", n.addr, n.version, time.Since(begin).Round(time.Millisecond), li.from)
 			return s
 		}
 		if n == nil || !n.bindFailed() {
@@ -229,7 +229,7 @@ func StartFrom(t testing.TB, src Source) *Server {
 		shared.srv, shared.skip, shared.err = startShared(src)
 		shared.started = true
 		if shared.err == nil && shared.skip == "" {
-			t.Logf("zktest: shared ZooKeeper %v ready in %v (%s)", shared.srv.addrs, time.Since(begin).Round(time.Millisecond), shared.srv.from)
+			t.Logf("zktest: shared ZooKeeper %v, ZooKeeper %s, ready in %v (%s)", shared.srv.addrs, shared.srv.version, time.Since(begin).Round(time.Millisecond), shared.srv.from)
 		}
 	}
 	srv, skip, err := shared.srv, shared.skip, shared.err
@@ -257,6 +257,7 @@ type origin struct {
 	addrs   []string
 	logFile string // "" when zktest does not run the server
 	from    string // for messages
+	version string // what each server reports to srvr, for messages
 }
 
 // startShared finds or starts the shared server: ZK_CONNECT, else src
@@ -270,7 +271,7 @@ func startShared(src Source) (origin, string, error) {
 				addrs = append(addrs, a)
 			}
 		}
-		return origin{addrs: addrs, from: "ZK_CONNECT"}, "", nil
+		return origin{addrs: addrs, from: "ZK_CONNECT", version: versionsOf(addrs)}, "", nil
 	}
 	var unavailable error // src's reason, for the message when nothing else serves
 	if src != nil {
@@ -279,7 +280,7 @@ func startShared(src Source) (origin, string, error) {
 		case err == nil && len(addrs) == 0:
 			return origin{}, "", fmt.Errorf("zktest: source %s gave no address", from)
 		case err == nil:
-			return origin{addrs: addrs, from: from}, "", nil
+			return origin{addrs: addrs, from: from, version: versionsOf(addrs)}, "", nil
 		case !errors.Is(err, ErrUnavailable):
 			return origin{}, "", err
 		}
@@ -299,6 +300,9 @@ func startShared(src Source) (origin, string, error) {
 	for attempt := 1; attempt <= 3; attempt++ {
 		srv, bindFailed, err := startSharedLocal(li)
 		if err == nil {
+			if unavailable != nil {
+				srv.from += fmt.Sprintf("; not the source: %v", unavailable)
+			}
 			return srv, "", nil
 		}
 		last = err
@@ -307,6 +311,21 @@ func startShared(src Source) (origin, string, error) {
 		}
 	}
 	return origin{}, "", last
+}
+
+// versionsOf asks each server at addrs which release it runs, for
+// messages: "3.9.3" for one server, "3.9.3, 3.9.3, 3.9.3" for three, with
+// "unknown (why)" for one that does not say.
+func versionsOf(addrs []string) string {
+	vs := make([]string, len(addrs))
+	for i, a := range addrs {
+		v, err := serverVersion(a, 2*time.Second)
+		if err != nil {
+			v = fmt.Sprintf("unknown (%v)", err)
+		}
+		vs[i] = v
+	}
+	return strings.Join(vs, ", ")
 }
 
 // watchdogScript runs the JVM ("$@") and a watcher that kills it when fd 3
@@ -341,6 +360,7 @@ func startSharedLocal(li *localInstall) (srv origin, bindFailed bool, err error)
 	if err != nil {
 		return origin{}, false, err
 	}
+	n.want = li.want
 	logf, err := os.OpenFile(n.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return origin{}, false, fmt.Errorf("zktest: %w", err)
@@ -381,7 +401,7 @@ func startSharedLocal(li *localInstall) (srv origin, bindFailed bool, err error)
 		return fail(err)
 	}
 	shared.watchdog = w
-	return origin{addrs: []string{n.addr}, logFile: n.logFile, from: li.from}, false, nil
+	return origin{addrs: []string{n.addr}, logFile: n.logFile, from: li.from, version: n.version}, false, nil
 }
 
 // sharedDirPrefix starts the name of the shared server's directory in

@@ -132,7 +132,7 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		Refused: func(addr string, err error) { tried.failed(addr, err, true) }})
 	conn, _, err := zk.Connect(cfg.Servers, cfg.Timeout,
 		zk.WithDialer(s.tr.Dialer(dial)),
-		zk.WithHostProvider(hosts),
+		zk.WithHostProvider(&redialAtOnce{HostProvider: hosts}),
 		zk.WithEventCallback(s.onEvent),
 		zk.WithLogger(zkLogger{cfg.Logger}),
 		zk.WithLogInfo(false),

@@ -17,10 +17,16 @@
 // The container is configured like zktest's local server (sessions of 1 s
 // to 60 s, every four-letter word allowed, no fsync) and lives as long as
 // the process that started it: a watchdog process removes it when the
-// process exits, however it exits (kill -9 too), so testcontainers' reaper
-// (Ryuk) is not needed (set TESTCONTAINERS_RYUK_DISABLED=true where its
-// image cannot be pulled). This needs the docker command on PATH.
-// Containers whose process is gone are swept at the next start.
+// process exits, however it exits (kill -9 too). This needs the docker
+// command on PATH; with it, testcontainers' reaper (Ryuk) is not needed,
+// and is not started (TESTCONTAINERS_RYUK_DISABLED=true unless set), so
+// that no image is asked for but ZooKeeper's. Containers whose process is
+// gone are swept at the next start.
+//
+// What cannot run says so and falls back to a local installation: no
+// engine at DOCKER_HOST (the default socket is not tried when DOCKER_HOST
+// names another, as with the docker command), no image and no registry to
+// pull it from (one attempt), no docker command and no reaper.
 //
 // The command zkcontainer (cmd/zkcontainer) runs any command with
 // ZK_CONNECT set to such a container, for test binaries that do not import

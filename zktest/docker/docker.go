@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -18,14 +19,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
-// dockerImage is the official ZooKeeper image used when Docker is available.
-const dockerImage = "zookeeper:3.8"
+// dockerImage is the official ZooKeeper image used when Docker is available:
+// zookeeper:3.8, or zookeeper:3.9 with ZKTEST_VERSION=3.9, as zktest's
+// local servers (any other value fails the tests there).
+var dockerImage = "zookeeper:" + cmp.Or(os.Getenv("ZKTEST_VERSION"), "3.8")
 
 // dockerOwnerLabel marks the containers this package starts. Its value
 // names the process (a test binary) that owns the container:
@@ -50,6 +54,8 @@ var containers struct {
 	// read; keeping them referenced keeps them open (an unreachable
 	// *os.File is closed by its finalizer) until the process exits.
 	watchdogs []*os.File
+	// unavailable is why Source last had no server to offer, or nil.
+	unavailable error
 }
 
 // Start returns the ZooKeeper shared by every test of this test binary, as
@@ -71,34 +77,114 @@ func Start(t testing.TB) *zktest.Server {
 func Main(m *testing.M) int { return zktest.MainFrom(m, Source) }
 
 // Source is a [zktest.Source]: when a Docker engine answers (DOCKER_HOST,
-// or the default socket) it starts a container of the zookeeper:3.8 image,
-// configured like zktest's local server, and returns its address once it
-// serves; else it returns an error wrapping [zktest.ErrUnavailable]. Each
-// call starts a container, which lives until this process exits, however it
-// exits: see startDocker for how it is removed and where its port is
-// reached. It needs the docker command on PATH, unless testcontainers'
-// reaper runs.
+// or the default socket) and has the zookeeper:3.8 image (zookeeper:3.9
+// with ZKTEST_VERSION=3.9) or can pull it, it
+// starts a container of it, configured like zktest's local server, and
+// returns its address once it serves; else it returns an error wrapping
+// [zktest.ErrUnavailable] that says why, and zktest falls back to a local
+// installation. Each call starts a container, which lives until this
+// process exits, however it exits: see startDocker for how it is removed
+// and where its port is reached.
+//
+// DOCKER_HOST, when set, is the only engine Source uses, as for Docker's
+// own command: testcontainers-go would go on to the default socket when
+// the engine it names does not answer.
+//
+// Source asks for no image it does not use: it removes its containers
+// itself (with the docker command), so unless TESTCONTAINERS_RYUK_DISABLED
+// is set it sets it to true for this process, before testcontainers-go
+// reads it, and testcontainers' reaper, whose image (testcontainers/ryuk)
+// air-gapped machines do not have, is not started. Without the docker
+// command the reaper must run, and must be there or pullable.
 func Source() ([]string, string, error) {
-	if !dockerAvailable() {
-		return nil, "Docker", fmt.Errorf("no Docker engine answers: %w", zktest.ErrUnavailable)
+	if dockerImage != "zookeeper:3.8" && dockerImage != "zookeeper:3.9" {
+		return nil, "", fmt.Errorf("zktest/docker: ZKTEST_VERSION=%s: want 3.8 or 3.9", os.Getenv("ZKTEST_VERSION"))
 	}
-	addr, err := startDocker()
-	if err != nil {
-		return nil, "", err
+	reaperOff()
+	daemon, err := engine()
+	if err == nil {
+		var addr string
+		if addr, err = startDocker(daemon); err == nil {
+			return []string{addr}, "Docker image " + dockerImage, nil
+		}
 	}
-	return []string{addr}, "Docker image " + dockerImage, nil
+	if errors.Is(err, zktest.ErrUnavailable) {
+		containers.mu.Lock()
+		containers.unavailable = err
+		containers.mu.Unlock()
+		return nil, "Docker", err
+	}
+	return nil, "", err
 }
 
-// dockerAvailable reports whether a Docker engine answers, within 5 seconds.
-// Without an engine (no socket, no DOCKER_HOST) it returns at once.
-func dockerAvailable() bool {
+// reaperOff sets TESTCONTAINERS_RYUK_DISABLED=true for this process when
+// it is not set and the docker command, which removes the containers of
+// this package, is on PATH (see Source). It has no effect once
+// testcontainers-go has read its configuration in this process.
+func reaperOff() {
+	if _, set := os.LookupEnv(ryukDisabledEnv); set {
+		return
+	}
+	if _, err := exec.LookPath("docker"); err == nil {
+		os.Setenv(ryukDisabledEnv, "true")
+	}
+}
+
+// ryukDisabledEnv is testcontainers-go's switch for its reaper.
+const ryukDisabledEnv = "TESTCONTAINERS_RYUK_DISABLED"
+
+// unavailable wraps zktest.ErrUnavailable with why.
+func unavailable(format string, args ...any) error {
+	return fmt.Errorf("zktest/docker: %s: %w", fmt.Sprintf(format, args...), zktest.ErrUnavailable)
+}
+
+// engine returns the engine testcontainers-go uses, as a DOCKER_HOST URL
+// ("unix:///var/run/docker.sock", "tcp://host:2376"), once it has answered
+// within 5 seconds; else an error wrapping zktest.ErrUnavailable. Without
+// an engine (no socket, no DOCKER_HOST) it returns at once.
+func engine() (string, error) {
 	p, err := testcontainers.NewDockerProvider()
 	if err != nil {
-		return false
+		if env := os.Getenv("DOCKER_HOST"); env != "" {
+			return "", unavailable("DOCKER_HOST=%s does not answer (%v)", env, err)
+		}
+		return "", unavailable("no Docker engine answers (%v)", err)
+	}
+	defer p.Close()
+	daemon := p.Client().DaemonHost()
+	if env := os.Getenv("DOCKER_HOST"); env != "" && env != daemon {
+		return "", unavailable("DOCKER_HOST=%s does not answer (testcontainers-go would use %s instead; the docker command would not, nor does zktest/docker)", env, daemon)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return p.Health(ctx) == nil // Health closes the provider
+	if _, err := p.Client().Info(ctx, client.InfoOptions{}); err != nil {
+		return "", unavailable("the Docker engine at %s does not answer: %v", daemon, err)
+	}
+	return daemon, nil
+}
+
+// needImage returns nil when the engine has image, pulling it once if it
+// has not; else an error wrapping zktest.ErrUnavailable (no registry, no
+// such image). One attempt, not testcontainers-go's retries for minutes.
+func needImage(ctx context.Context, image, why string) error {
+	p, err := testcontainers.NewDockerProvider()
+	if err != nil {
+		return unavailable("%v", err)
+	}
+	defer p.Close()
+	cli := p.Client()
+	if _, err := cli.ImageInspect(ctx, image); err == nil {
+		return nil
+	}
+	pull, err := cli.ImagePull(ctx, image, client.ImagePullOptions{})
+	if err == nil {
+		err = pull.Wait(ctx)
+		pull.Close()
+	}
+	if _, ierr := cli.ImageInspect(ctx, image); ierr == nil {
+		return nil
+	}
+	return unavailable("no image %s here (%s), and it could not be pulled: %v", image, why, err)
 }
 
 // startDocker starts a server as a container and returns its client
@@ -147,21 +233,29 @@ func dockerAvailable() bool {
 // (DOCKER_HOST=tcp://) it is that engine's host;
 // TESTCONTAINERS_HOST_OVERRIDE, when set, wins. Then it waits until the
 // server answers srvr as a standalone server.
-func startDocker() (string, error) {
+func startDocker(daemon string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), dockerStartTimeout)
 	defer cancel()
 	fail := func(err error) (string, error) {
 		return "", fmt.Errorf("zktest/docker: container of %s: %w", dockerImage, err)
 	}
 
-	daemon, err := dockerDaemonHost()
-	if err != nil {
-		return fail(err)
-	}
 	cli, cliErr := exec.LookPath("docker")
 	ryukOff := testcontainers.ReadConfig().RyukDisabled
 	if cliErr != nil && ryukOff {
-		return fail(fmt.Errorf("no docker command on PATH, and TESTCONTAINERS_RYUK_DISABLED=true: nothing could remove the container once the test binary exits (%w)", cliErr))
+		return "", unavailable("no docker command on PATH, and %s=true: nothing could remove the container once the test binary exits (%v)", ryukDisabledEnv, cliErr)
+	}
+	if !ryukOff {
+		// The reaper's image, which testcontainers-go would otherwise try
+		// to pull for minutes: the deprecated name still holds the value
+		// it uses (v0.45), and no other exported name does.
+		//lint:ignore SA1019 the image testcontainers-go's reaper runs
+		if err := needImage(ctx, testcontainers.ReaperDefaultImage, "testcontainers' reaper; "+ryukDisabledEnv+"=true does without it"); err != nil {
+			return "", err
+		}
+	}
+	if err := needImage(ctx, dockerImage, "scripts/zk-image.sh builds a local stand-in"); err != nil {
+		return "", err
 	}
 	owner := ownerID()
 	name, err := newContainerName()
@@ -196,9 +290,6 @@ func startDocker() (string, error) {
 		testcontainers.WithWaitStrategy(wait.ForMappedPort("2181/tcp").WithStartupTimeout(time.Minute)),
 	)
 	if err != nil {
-		if !ryukOff && strings.Contains(err.Error(), "reaper") {
-			err = fmt.Errorf("%w (where testcontainers' reaper image cannot be pulled, set TESTCONTAINERS_RYUK_DISABLED=true: zktest/docker removes its container itself)", err)
-		}
 		if ctr != nil {
 			_ = testcontainers.TerminateContainer(ctr)
 		}
@@ -245,18 +336,6 @@ func standalone(addr string) error {
 		}
 	}
 	return fmt.Errorf("srvr to %s: no Mode in reply %q", addr, reply)
-}
-
-// dockerDaemonHost returns the engine testcontainers uses, as a DOCKER_HOST
-// URL ("unix:///var/run/docker.sock", "tcp://host:2376"), so that the docker
-// command of the watchdog talks to the same engine.
-func dockerDaemonHost() (string, error) {
-	p, err := testcontainers.NewDockerProvider()
-	if err != nil {
-		return "", err
-	}
-	defer p.Close()
-	return p.Client().DaemonHost(), nil
 }
 
 // containerHost returns the host at which the container's published port

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
@@ -37,6 +39,9 @@ func TestStartRunsContainer(t *testing.T) {
 	}
 	srv := Start(t)
 	name := lastContainer()
+	if why := lastUnavailable(); name == "" && why != nil {
+		t.Skipf("Source had no container to offer, and said why: %v", why)
+	}
 	require.NotEmpty(t, name, "Start's server must run in a container of this binary")
 	assert.Equal(t, srv.Addr(), os.Getenv("ZK_CONNECT"), "Main must give the examples the shared server")
 	assert.Empty(t, srv.LogFile())
@@ -54,13 +59,16 @@ func TestStartRunsContainer(t *testing.T) {
 // call Source with no engine to answer and print what it returned.
 const noEngineChildEnv = "ZKTEST_DOCKER_NO_ENGINE"
 
-// With no engine, Source says it has nothing to offer, so that zktest
-// falls back to a local installation; it starts nothing. In a child
-// process: testcontainers reads DOCKER_HOST once per process.
+// With no engine at DOCKER_HOST, Source says it has nothing to offer, and
+// why, so that zktest falls back to a local installation; it starts
+// nothing, even where an engine answers at the default socket (to which
+// testcontainers-go would go on). In a child process: testcontainers reads
+// DOCKER_HOST once per process.
 func TestSourceWithoutEngine(t *testing.T) {
 	if os.Getenv(noEngineChildEnv) != "" {
 		addrs, _, err := Source()
 		fmt.Printf("ZKTEST-NO-ENGINE %v %t %q\n", addrs, errors.Is(err, zktest.ErrUnavailable), lastContainer())
+		fmt.Printf("ZKTEST-NO-ENGINE-WHY %v\n", err)
 		return
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSourceWithoutEngine$", "-test.v")
@@ -76,6 +84,67 @@ func TestSourceWithoutEngine(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, string(out), `ZKTEST-NO-ENGINE [] true ""`)
+	assert.Contains(t, string(out), "DOCKER_HOST=unix://", "the reason names the engine asked for")
+}
+
+// reaperChildEnv makes the test binary, run by TestSourceTurnsReaperOff,
+// call Source and print whether testcontainers' reaper is disabled.
+const reaperChildEnv = "ZKTEST_DOCKER_REAPER"
+
+// Source starts no reaper, whose image air-gapped machines do not have,
+// when it removes its containers itself (the docker command is on PATH),
+// unless told otherwise; without the docker command it leaves the reaper
+// on. Whether or not an engine answers: the setting is made first. In
+// child processes: testcontainers reads its configuration once per process.
+func TestSourceTurnsReaperOff(t *testing.T) {
+	if os.Getenv(reaperChildEnv) != "" {
+		_, _, err := Source()
+		fmt.Printf("ZKTEST-REAPER-DISABLED %t %v\n", testcontainers.ReadConfig().RyukDisabled, err)
+		return
+	}
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "docker") // a docker command that fails
+	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\nexit 1\n"), 0o755))
+	for _, c := range []struct {
+		name, path, env string
+		disabled        bool
+	}{
+		{"docker command, unset", dir, "", true},
+		{"docker command, set to false", dir, "false", false},
+		{"no docker command", t.TempDir(), "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestSourceTurnsReaperOff$", "-test.v")
+			for _, kv := range os.Environ() {
+				if !strings.HasPrefix(kv, "ZK_CONNECT=") && !strings.HasPrefix(kv, "DOCKER_HOST=") &&
+					!strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, ryukDisabledEnv+"=") {
+					cmd.Env = append(cmd.Env, kv)
+				}
+			}
+			cmd.Env = append(cmd.Env, reaperChildEnv+"=1", "ZK_CONNECT=127.0.0.1:1", "PATH="+c.path,
+				"DOCKER_HOST=unix://"+filepath.Join(t.TempDir(), "no-engine.sock"))
+			if c.env != "" {
+				cmd.Env = append(cmd.Env, ryukDisabledEnv+"="+c.env)
+			}
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			assert.Contains(t, string(out), fmt.Sprintf("ZKTEST-REAPER-DISABLED %t ", c.disabled))
+		})
+	}
+}
+
+// An image that is not here and cannot be pulled makes Source unavailable
+// (zktest then falls back), after one attempt, not an error that fails
+// the tests after minutes of retries.
+func TestNeedImageThatCannotBeHad(t *testing.T) {
+	needDockerCLI(t)
+	ctx, cancel := context.WithTimeout(t.Context(), dockerStartTimeout)
+	defer cancel()
+	begin := time.Now()
+	err := needImage(ctx, "127.0.0.1:1/zkrecipes/no-such-image:0", "a test")
+	require.ErrorIs(t, err, zktest.ErrUnavailable)
+	assert.Contains(t, err.Error(), "no-such-image")
+	t.Logf("unavailable after %v: %v", time.Since(begin).Round(time.Millisecond), err)
 }
 
 // dockerChildEnv makes the test binary, run by TestDockerContainerRemovedOnKill,
@@ -86,18 +155,33 @@ const dockerChildEnv = "ZKTEST_DOCKER_CHILD"
 // command is on PATH; it returns the command and the engine's DOCKER_HOST.
 func needDockerCLI(t *testing.T) (cli, daemon string) {
 	t.Helper()
-	if !dockerAvailable() {
-		t.Skip("no Docker engine")
+	daemon, err := engine()
+	if err != nil {
+		t.Skipf("no Docker engine: %v", err)
 	}
-	cli, err := exec.LookPath("docker")
+	cli, err = exec.LookPath("docker")
 	if err != nil {
 		t.Skip("no docker command")
 	}
-	daemon, err = dockerDaemonHost()
-	if err != nil {
-		t.Fatal(err)
-	}
 	return cli, daemon
+}
+
+// needZKImage skips the test unless the engine has the ZooKeeper image or
+// can pull it.
+func needZKImage(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), dockerStartTimeout)
+	defer cancel()
+	if err := needImage(ctx, dockerImage, "a test"); err != nil {
+		t.Skip(err)
+	}
+}
+
+// lastUnavailable returns why Source last had no server to offer, or nil.
+func lastUnavailable() error {
+	containers.mu.Lock()
+	defer containers.mu.Unlock()
+	return containers.unavailable
 }
 
 // lastContainer returns the name of the container this process started
@@ -134,6 +218,7 @@ func TestDockerContainerRemovedOnKill(t *testing.T) {
 		t.Fatal("not killed")
 	}
 	cli, daemon := needDockerCLI(t)
+	needZKImage(t)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDockerContainerRemovedOnKill$", "-test.v")
 	for _, kv := range os.Environ() {
