@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"reflect"
 	"slices"
 	"sync"
@@ -95,7 +94,7 @@ type ticket struct {
 	ticketName
 	name    string
 	offered bool
-	item    *item // the item offered; nil for none (a TryTake told so), or given back since
+	items   []*item // the items offered, not given back since
 }
 
 // item is an item in the dispatcher's view: free, offered, held, or of a
@@ -109,7 +108,7 @@ type item struct {
 	again, read bool
 	data        []byte
 	version     int32
-	carry       []byte // the payload its offer to a Take carries, while it stands
+	carry       []byte    // the payload its offer to a Take carries, while it stands
 	held        string    // its node in held/, until it is offered again
 	until       time.Time // free from then
 	limbo       bool      // its consumer is gone: read it to learn if it is still there
@@ -140,6 +139,7 @@ type dispatcher struct {
 	judge    []*ticket            // offered tickets gone, judged once consumers/ is current
 	items    map[string]*item     // by id
 	free     []*item              // free now, oldest first
+	later    []*item              // given back, free from their until on
 	limbo    []*item
 	heldSeen map[string]bool
 	delayed  []string
@@ -242,15 +242,17 @@ func (d *dispatcher) rebuild(ctx context.Context) error {
 	for consumer, data := range inboxes {
 		for _, o := range parseInbox(data) {
 			t := d.tickets[o.ticket]
-			if t == nil || t.consumer != consumer || t.offered {
+			if t == nil || t.consumer != consumer {
 				continue // settled
 			}
-			d.ready = slices.DeleteFunc(d.ready, func(x *ticket) bool { return x == t })
-			t.offered = true
-			d.standing[consumer] = append(d.standing[consumer], t)
+			if !t.offered {
+				d.ready = slices.DeleteFunc(d.ready, func(x *ticket) bool { return x == t })
+				t.offered = true
+				d.standing[consumer] = append(d.standing[consumer], t)
+			}
 			if o.name != "" {
 				it := d.item(o.bucket, o.name)
-				it.version, it.ticket, t.item = o.version, t, it
+				it.version, it.ticket, t.items = o.version, t, append(t.items, it)
 			}
 		}
 	}
@@ -270,19 +272,7 @@ func (d *dispatcher) step(ctx context.Context) error {
 		if h := d.plan(); len(h.ops) > 0 {
 			d.multi = true
 			d.async(func() func() error {
-				if debugDispatch {
-					fmt.Printf("DBG multi: sending %d ops\n", len(h.ops))
-				}
-				for _, p := range h.pair {
-					tr(p.t.name, "multi")
-				}
 				res, err := d.q.s.Conn().Multi(h.ops...)
-				for _, p := range h.pair {
-					tr(p.t.name, "offered")
-				}
-				if debugDispatch {
-					fmt.Printf("DBG multi: answered %v\n", err)
-				}
 				return func() error {
 					d.multi = false
 					return d.settle(h, res, err)
@@ -384,12 +374,16 @@ func (d *dispatcher) poll() {
 		d.dirty[wTail] = false // no bucket yet: items/'s watch tells of the first
 	}
 	now := time.Now()
-	for _, it := range d.items {
-		if it.held != "" && it.ticket == nil && !it.limbo && !it.until.IsZero() && !it.until.After(now) {
-			it.until = time.Time{}
+	d.later = slices.DeleteFunc(d.later, func(it *item) bool {
+		if it.until.After(now) {
+			return false
+		}
+		it.until = time.Time{}
+		if d.items[it.id] == it {
 			d.setFree(it)
 		}
-	}
+		return true
+	})
 	if !d.dirty[wConsumers] && !d.listing[wConsumers] {
 		for _, t := range d.judge {
 			d.gone(t)
@@ -408,8 +402,8 @@ func (d *dispatcher) poll() {
 // delayed item coming due, a reconnect, or the end of the leadership.
 func (d *dispatcher) wait(ctx context.Context) error {
 	var due time.Time
-	for _, it := range d.items {
-		if !it.until.IsZero() && (due.IsZero() || it.until.Before(due)) {
+	for _, it := range d.later {
+		if due.IsZero() || it.until.Before(due) {
 			due = it.until
 		}
 	}
@@ -434,15 +428,6 @@ func (d *dispatcher) wait(ctx context.Context) error {
 	}
 	for _, ev := range d.ev {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ev)})
-	}
-	if debugDispatch {
-		fmt.Printf("DBG wait: ready %d tickets %d live %v dirty %v listing %v ev %v free %d cur %d newest %d multi %v inflight %d judge %d limbo %d\n",
-			len(d.ready), len(d.tickets), d.live, d.dirty, d.listing, func() (b [nWatched]bool) {
-				for w := range d.ev {
-					b[w] = d.ev[w] != nil
-				}
-				return
-			}(), len(d.free), d.cur, d.newest(), d.multi, d.inflight, len(d.judge), len(d.limbo))
 	}
 	i, v, _ := reflect.Select(cases)
 	switch i {
@@ -472,72 +457,86 @@ func (d *dispatcher) wait(ctx context.Context) error {
 
 // handOut is one round's multi and what it stands for.
 type handOut struct {
-	ops  []any
-	what []opOf // what each op is, to read a failure by
-	pair []pair // the tickets served, with the item each gets (nil: none)
-	bury []*item
+	ops     []any
+	what    []opOf              // what each op is, to read a failure by
+	served  []*ticket           // in line order
+	gets    map[*ticket][]*item // what each gets (none: a TryTake told so)
+	bury    []*item
 	touched []string
-	hwm  string
-}
-
-type pair struct {
-	t  *ticket
-	it *item
+	hwm     string
 }
 
 type opOf struct {
-	t   *ticket
-	it  *item
+	t        *ticket
+	it       *item
 	consumer string
 }
 
-// plan hands the oldest free items to the longest-waiting tickets, one
-// each, in one multi, once it knows of every item that came back; a TryTake's ticket with no item for it, while the
-// view of the items is current, is told nothing is pending. It stops at an
-// item that came back and is not read yet (its offer bumps its version),
-// and moves to the dead letters an item that would be delivered more than
-// WithMaxAttempts times.
+// plan hands the oldest free items to the longest-waiting tickets, in one
+// multi, once it knows of every item that came back: each ticket in line
+// order gets one item per pass, until it has as many as it wants; a
+// TryTake's ticket with no item for it, while the view of the items is
+// current, is told nothing is pending. It stops at an item that came back
+// and is not read yet (its offer bumps its version), and moves to the dead
+// letters an item that would be delivered more than WithMaxAttempts times.
 func (d *dispatcher) plan() handOut {
 	q := d.q
-	var h handOut
+	h := handOut{gets: map[*ticket][]*item{}}
 	if d.dirty[wHeld] || d.listing[wHeld] || len(d.limbo) > 0 || len(d.judge) > 0 {
 		// An item may be coming back, to go before those known free:
 		// learn which first.
 		return h
 	}
-	current := d.current()
-	i := 0
+	var line []*ticket
 	for _, t := range d.ready {
-		if len(h.pair) == maxRound {
-			break
+		if d.live[t.consumer] { // else its inbox is not listed yet, or gone
+			line = append(line, t)
 		}
-		if !d.live[t.consumer] {
-			continue // its inbox is not listed yet, or gone
-		}
-		var got *item
-		for got == nil && i < len(d.free) {
+	}
+	i, n := 0, 0
+	next := func() *item {
+		for i < len(d.free) {
 			it := d.free[i]
 			if it.again && !it.read {
-				break
+				return nil // it must be read first
 			}
 			i++
 			if it.again && q.maxAttempts > 0 && int(it.version)+2 > q.maxAttempts {
 				h.bury = append(h.bury, it)
 				continue
 			}
-			got = it
+			return it
 		}
-		if got == nil {
-			if i < len(d.free) {
-				break // the next item must be read first
-			}
-			if !t.try() || !current {
-				continue // only a TryTake is served with nothing
-			}
-		}
-		h.pair = append(h.pair, pair{t, got})
+		return nil
 	}
-	if len(h.pair) == 0 && len(h.bury) == 0 {
+	for pass := 0; n < maxRound; pass++ {
+		gave := false
+		for _, t := range line {
+			if pass >= t.want || n == maxRound {
+				continue
+			}
+			it := next()
+			if it == nil {
+				break
+			}
+			if h.gets[t] == nil {
+				h.served = append(h.served, t)
+			}
+			h.gets[t] = append(h.gets[t], it)
+			gave, n = true, n+1
+		}
+		if !gave {
+			break
+		}
+	}
+	if i == len(d.free) && d.current() {
+		for _, t := range line {
+			if t.try() && h.gets[t] == nil {
+				h.served = append(h.served, t) // nothing pending
+			}
+		}
+	}
+	if len(h.served) == 0 && len(h.bury) == 0 {
 		return h
 	}
 	add := func(op any, of opOf) {
@@ -546,21 +545,20 @@ func (d *dispatcher) plan() handOut {
 	add(d.l.Guard(), opOf{})
 	news := map[string][]*ticket{}
 	h.hwm = d.hwm
-	for _, p := range h.pair {
-		add(&zk.SetDataRequest{Path: q.ready + "/" + p.t.name, Data: []byte{}, Version: 0}, opOf{t: p.t})
-		if news[p.t.consumer] == nil {
-			h.touched = append(h.touched, p.t.consumer)
+	for _, t := range h.served {
+		add(&zk.SetDataRequest{Path: q.ready + "/" + t.name, Data: []byte{}, Version: 0}, opOf{t: t})
+		if news[t.consumer] == nil {
+			h.touched = append(h.touched, t.consumer)
 		}
-		news[p.t.consumer] = append(news[p.t.consumer], &ticket{ticketName: p.t.ticketName, name: p.t.name, item: p.it})
-		if p.it == nil {
-			continue
-		}
-		h.hwm = max(h.hwm, p.it.id)
-		if p.it.again {
-			add(&zk.SetDataRequest{Path: p.it.path(q), Data: p.it.data, Version: p.it.version}, opOf{it: p.it})
-		}
-		if p.it.held != "" {
-			add(&zk.DeleteRequest{Path: q.held + "/" + p.it.held, Version: -1}, opOf{it: p.it})
+		news[t.consumer] = append(news[t.consumer], &ticket{ticketName: t.ticketName, name: t.name, items: h.gets[t]})
+		for _, it := range h.gets[t] {
+			h.hwm = max(h.hwm, it.id)
+			if it.again {
+				add(&zk.SetDataRequest{Path: it.path(q), Data: it.data, Version: it.version}, opOf{it: it})
+			}
+			if it.held != "" {
+				add(&zk.DeleteRequest{Path: q.held + "/" + it.held, Version: -1}, opOf{it: it})
+			}
 		}
 	}
 	for _, it := range h.bury {
@@ -574,35 +572,43 @@ func (d *dispatcher) plan() handOut {
 		}
 	}
 	for _, consumer := range h.touched {
-		var os []offer
-		carried := 0
-		for _, t := range append(slices.Clone(d.standing[consumer]), news[consumer]...) {
-			if t.item == nil && !t.try() && slices.Contains(d.standing[consumer], t) {
-				continue // given back
-			}
-			o := offer{ticket: t.name}
-			if it := t.item; it != nil {
-				o.bucket, o.name, o.version = it.bucket, it.name, it.version
-				if it.again {
-					o.version++ // as this multi bumps it
-				}
-				data := it.carry
-				if data == nil && it.read {
-					data = it.data
-				}
-				if data != nil && len(data) <= carryMax && carried+len(data) <= inboxCarry {
-					o.data, o.carried = data, true
-					carried += len(data)
-				}
-			}
-			os = append(os, o)
-		}
-		add(&zk.SetDataRequest{Path: q.consumers + "/" + consumer, Data: encodeInbox(os), Version: -1}, opOf{consumer: consumer})
+		ts := append(slices.Clone(d.standing[consumer]), news[consumer]...)
+		add(&zk.SetDataRequest{Path: q.consumers + "/" + consumer, Data: encodeInbox(d.offers(ts)), Version: -1},
+			opOf{consumer: consumer})
 	}
 	if h.hwm != d.hwm {
 		add(&zk.SetDataRequest{Path: q.items, Data: []byte(h.hwm), Version: -1}, opOf{})
 	}
 	return h
+}
+
+// offers are an inbox's lines for the tickets ts: each item offered (its
+// version as the hand-out leaves it), with its payload when the dispatcher
+// has it; a TryTake told nothing is pending.
+func (d *dispatcher) offers(ts []*ticket) []offer {
+	var os []offer
+	carried := 0
+	for _, t := range ts {
+		if len(t.items) == 0 && t.try() {
+			os = append(os, offer{ticket: t.name})
+		}
+		for _, it := range t.items {
+			o := offer{ticket: t.name, bucket: it.bucket, name: it.name, version: it.version}
+			if it.again {
+				o.version++ // as the hand-out bumps it
+			}
+			data := it.carry
+			if data == nil && it.read {
+				data = it.data
+			}
+			if data != nil && len(data) <= carryMax && carried+len(data) <= inboxCarry {
+				o.data, o.carried = data, true
+				carried += len(data)
+			}
+			os = append(os, o)
+		}
+	}
+	return os
 }
 
 // current says whether the view of the items is current: nothing put
@@ -614,7 +620,7 @@ func (d *dispatcher) current() bool {
 			return false
 		}
 	}
-	return d.cur == d.newest() && len(d.limbo) == 0 && len(d.judge) == 0 && len(d.dueDelayed()) == 0
+	return d.cur >= d.newest() && len(d.limbo) == 0 && len(d.judge) == 0 && len(d.dueDelayed()) == 0
 }
 
 // settle takes in the outcome of a round's multi. A refusal changes
@@ -622,9 +628,6 @@ func (d *dispatcher) current() bool {
 // dropped may have landed, so the view is read again.
 func (d *dispatcher) settle(h handOut, res []zk.MultiResponse, err error) error {
 	i, err := znode.MultiErr(res, err)
-	if debugDispatch {
-		fmt.Printf("DBG settle: %d ops, failed %d: %v\n", len(h.ops), i, err)
-	}
 	switch {
 	case err == nil:
 	case i < 0 && session.IsConnErr(err):
@@ -636,12 +639,11 @@ func (d *dispatcher) settle(h handOut, res []zk.MultiResponse, err error) error 
 	default:
 		return d.refused(h.what[i], err)
 	}
-	for _, p := range h.pair {
-		t := p.t
+	for _, t := range h.served {
 		d.ready = slices.DeleteFunc(d.ready, func(x *ticket) bool { return x == t })
-		t.offered, t.item = true, p.it
+		t.offered, t.items = true, h.gets[t]
 		d.standing[t.consumer] = append(d.standing[t.consumer], t)
-		if it := p.it; it != nil {
+		for _, it := range t.items {
 			it.ticket = t
 			if it.again {
 				it.version++
@@ -653,11 +655,13 @@ func (d *dispatcher) settle(h handOut, res []zk.MultiResponse, err error) error 
 			it.again, it.read, it.data, it.held = false, false, nil, ""
 		}
 	}
-	taken := make(map[*item]bool, len(h.pair)+len(h.bury))
-	for _, p := range h.pair {
-		taken[p.it] = true
-		if d.tickets[p.t.name] != p.t {
-			d.judge = append(d.judge, p.t) // seen gone meanwhile
+	taken := make(map[*item]bool, len(h.bury))
+	for _, t := range h.served {
+		for _, it := range t.items {
+			taken[it] = true
+		}
+		if d.tickets[t.name] != t {
+			d.judge = append(d.judge, t) // seen gone meanwhile
 		}
 	}
 	for _, it := range h.bury {
@@ -708,18 +712,19 @@ func (d *dispatcher) gone(t *ticket) {
 	if len(d.standing[t.consumer]) == 0 {
 		delete(d.standing, t.consumer)
 	}
-	it := t.item
-	if it == nil || it.ticket != t {
-		return
+	for _, it := range t.items {
+		if it.ticket != t {
+			continue
+		}
+		it.ticket, it.carry = nil, nil
+		if d.live[t.consumer] {
+			d.forget(it)
+			continue
+		}
+		it.limbo, it.again = true, true
+		d.limbo = append(d.limbo, it)
+		d.dirty[wHeld] = true // listed after this, held/ shows the item if its consumer gave it back
 	}
-	it.ticket, it.carry = nil, nil
-	if d.live[t.consumer] {
-		d.forget(it)
-		return
-	}
-	it.limbo, it.again = true, true
-	d.limbo = append(d.limbo, it)
-	d.dirty[wHeld] = true // listed after this, held/ shows the item if its consumer gave it back
 }
 
 // toRead returns the items whose data the next hand-out needs, not read
@@ -764,9 +769,6 @@ func (d *dispatcher) applyRead(it *item) {
 func (d *dispatcher) applyReady(names []string) {
 	if names == nil {
 		return
-	}
-	for _, n := range names {
-		tr(n, "listed")
 	}
 	present := make(map[string]bool, len(names))
 	var fresh []*ticket
@@ -822,13 +824,15 @@ func (d *dispatcher) applyHeld(names []string) {
 		}
 		d.heldSeen[name] = true
 		it := d.item(b, iname)
-		if t := it.ticket; t != nil {
-			t.item, it.ticket, it.carry = nil, nil, nil // given back by its consumer
+		if t := it.ticket; t != nil { // given back by its consumer
+			t.items = slices.DeleteFunc(t.items, func(x *item) bool { return x == it })
+			it.ticket, it.carry = nil, nil
 		}
 		d.free = slices.DeleteFunc(d.free, func(x *item) bool { return x == it })
-		it.again, it.held, it.until, it.limbo = true, name, until, false
-		if !until.After(time.Now()) {
-			it.until = time.Time{}
+		it.again, it.held, it.limbo = true, name, false
+		if until.After(time.Now()) {
+			it.until, d.later = until, append(d.later, it)
+		} else {
 			d.setFree(it)
 		}
 	}
@@ -1106,5 +1110,3 @@ func highMark(data []byte) string {
 	}
 	return string(data)
 }
-
-var debugDispatch = os.Getenv("FQDEBUG") != ""

@@ -91,11 +91,13 @@ func parseInbox(b []byte) []offer {
 	return out
 }
 
-// delivery is an offer as a consumer read it, with the inbox's Mzxid at
-// that read: the delivery's fencing token (Job.Token).
-type delivery struct {
-	offer
-	token int64
+// answer is what a ticket got, as its consumer read it: the offers made
+// to it, with the inbox's Mzxid at that read, the deliveries' fencing
+// token (Job.Token).
+type answer struct {
+	ticket string
+	offers []offer
+	token  int64
 }
 
 // inbox is a Queue's inbox: one goroutine reads it whenever it changes and
@@ -105,15 +107,15 @@ type inbox struct {
 	path string
 
 	mu      sync.Mutex
-	made    bool                       // the inbox node exists, as far as we know
-	waiting map[string]chan<- delivery // our tickets waiting for an offer
-	early   map[string]delivery        // offers read before their ticket was waited on
+	made    bool                     // the inbox node exists, as far as we know
+	waiting map[string]chan<- answer // our tickets waiting for their answer
+	early   map[string]answer        // answers read before their ticket was waited on
 	running bool
 }
 
-// expect sends the offer to ticket on ch, once: at once if it was read
+// expect sends ticket's answer on ch, once: at once if it was read
 // already, else when it is.
-func (in *inbox) expect(ticket string, ch chan<- delivery) {
+func (in *inbox) expect(ticket string, ch chan<- answer) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if d, ok := in.early[ticket]; ok {
@@ -128,8 +130,8 @@ func (in *inbox) expect(ticket string, ch chan<- delivery) {
 	}
 }
 
-// forget stops waiting for ticket's offer; it returns it, if it came.
-func (in *inbox) forget(ticket string) (delivery, bool) {
+// forget stops waiting for ticket's answer; it returns it, if it came.
+func (in *inbox) forget(ticket string) (answer, bool) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	delete(in.waiting, ticket)
@@ -188,20 +190,28 @@ func (in *inbox) stop() {
 	in.mu.Unlock()
 }
 
-// deliver hands the offers read to the tickets waiting for them. An offer
-// for a ticket not waited on yet (its create's reply has not come back) is
-// kept for expect; the others were taken already.
+// deliver hands the answers read to the tickets waiting for them. An
+// answer for a ticket not waited on yet (its create's reply has not come
+// back) is kept for expect; the others were taken already.
 func (in *inbox) deliver(os []offer, token int64) {
+	var order []string
+	byTicket := map[string]*answer{}
+	for _, o := range os {
+		a := byTicket[o.ticket]
+		if a == nil {
+			a = &answer{ticket: o.ticket, token: token}
+			byTicket[o.ticket], order = a, append(order, o.ticket)
+		}
+		a.offers = append(a.offers, o)
+	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	for _, o := range os {
-		tr(o.ticket, "inbox")
-		d := delivery{o, token}
-		if ch, ok := in.waiting[o.ticket]; ok {
-			delete(in.waiting, o.ticket)
-			ch <- d
-		} else if _, ok := in.early[o.ticket]; !ok && len(in.early) < maxEarly {
-			in.early[o.ticket] = d
+	for _, t := range order {
+		if ch, ok := in.waiting[t]; ok {
+			delete(in.waiting, t)
+			ch <- *byTicket[t]
+		} else if _, ok := in.early[t]; !ok && len(in.early) < maxEarly {
+			in.early[t] = *byTicket[t]
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -33,6 +34,7 @@ import (
 type Job struct {
 	q       *Queue
 	o       *owner.Owner
+	lot     *lot
 	id      string
 	item    string // the item's path
 	ticket  string // the ticket's path
@@ -42,24 +44,41 @@ type Job struct {
 	data    []byte
 	version int32 // the item's data version: its deliveries before this one
 	token   int64
+	// fromTake: taken by Take, whose Ack may put the next one's ticket in
+	// line (see spares).
+	fromTake bool
+
+	lastOnce sync.Once
+	isLast   bool
 }
 
 // ticketServed is a ticket's data version once the dispatcher served it.
 const ticketServed = 1
 
-func newJob(q *Queue, d delivery, data []byte) *Job {
+func newJob(q *Queue, l *lot, o offer, data []byte, token int64) *Job {
 	// The owner watches the ticket itself, off Take's path, so it costs Take
 	// no round trip; and only a moment later, so that a job settled at once
 	// costs no read and its Ack does not wait behind one.
-	ticket := q.ready + "/" + d.ticket
-	o := owner.Start(owner.Config{Session: q.s, Path: ticket, Version: ticketServed,
+	ticket := q.ready + "/" + l.ticket
+	ow := owner.Start(owner.Config{Session: q.s, Path: ticket, Version: ticketServed,
 		Lost: ErrClaimLost, Released: errDone, Settled: ErrSettled,
 		FirstLook: claimFirstLook, Hold: q.s.Telemetry().StartJob()})
-	_, key, _ := parseItem(d.name)
-	j := &Job{q: q, o: o, id: d.id(), item: q.bucketPath(d.bucket) + "/" + d.name, ticket: ticket, key: key,
-		bucket: d.bucket, name: d.name, data: data, version: d.version, token: d.token}
+	_, key, _ := parseItem(o.name)
+	j := &Job{q: q, o: ow, lot: l, id: o.id(), item: q.bucketPath(o.bucket) + "/" + o.name, ticket: ticket, key: key,
+		bucket: o.bucket, name: o.name, data: data, version: o.version, token: token}
 	q.holding(j)
 	return j
+}
+
+// closing returns the delete of the ticket when this Job is the last of
+// its lot to be settled (decided once: a settlement sent again asks
+// again), in the settlement's own multi.
+func (j *Job) closing() []any {
+	j.lastOnce.Do(func() { j.isLast = j.lot.last() })
+	if !j.isLast {
+		return nil
+	}
+	return []any{&zk.DeleteRequest{Path: j.ticket, Version: ticketServed}}
 }
 
 // claimFirstLook is how long after a delivery its owner first watches the
@@ -113,43 +132,42 @@ func (j *Job) Done() <-chan struct{} { return j.o.Lost() }
 // after Nack or NackAfter, an error wrapping ErrSettled.
 //
 // Concurrent Acks of one Queue share multis (see Put), each failing alone.
-func (j *Job) Ack(ctx context.Context) error {
-	_, err := j.ack(ctx, 0, "")
-	return err
-}
+func (j *Job) Ack(ctx context.Context) error { return j.ackTake(ctx) }
 
 // ack acks the job, in the acks' group; with want > 0, the same multi puts
-// that many tickets of ours in line (Work standing for more), and ack
-// returns their names (nil when the multi's reply was lost: look by tag).
-func (j *Job) ack(ctx context.Context, want int, tag string) ([]string, error) {
-	ops := []any{&zk.DeleteRequest{Path: j.item, Version: j.version}, &zk.DeleteRequest{Path: j.ticket, Version: ticketServed}}
-	if j.key != "" {
-		ops = append(ops, &zk.DeleteRequest{Path: j.q.keys + "/" + j.key, Version: -1})
-	}
-	var tickets []string
+// a ticket of kind for that many items in line (Work's is shared with the
+// other Acks of the multi that want some), and ack returns its name (""
+// when the multi's reply was lost: look by tag).
+func (j *Job) ack(ctx context.Context, want int, kind byte, tag string) (string, error) {
+	var ticket string
 	err := j.settle(ctx, "ack", j.q.s.Telemetry().Acked, func(*zk.Conn) error {
-		rs, _, _ := j.q.acks.run(context.Background(), ackReq{ops: ops, tickets: want, kind: kindWork, tag: tag})
+		ops := []any{&zk.DeleteRequest{Path: j.item, Version: j.version}}
+		if j.key != "" {
+			ops = append(ops, &zk.DeleteRequest{Path: j.q.keys + "/" + j.key, Version: -1})
+		}
+		rs, _, _ := j.q.acks.run(context.Background(), ackReq{ops: append(ops, j.closing()...), want: want, kind: kind, tag: tag})
 		want = 0 // a try sent again after a lost reply puts none
-		tickets = rs[0].tickets
+		ticket = rs[0].ticket
 		return gone(rs[0].i, rs[0].err)
 	})
-	return tickets, err
+	return ticket, err
 }
 
-// ackReq is a request to the acks' group: an Ack's ops, and the creates of
-// tickets of ours, of kind, made with tag.
+// ackReq is a request to the acks' group: an Ack's ops, and a ticket of
+// ours for want items, of kind, made with tag. The Work tickets of one
+// batch are one ticket, for as many items as they want together.
 type ackReq struct {
-	ops     []any
-	tickets int
-	kind    byte
-	tag     string
+	ops  []any
+	want int
+	kind byte
+	tag  string
 }
 
 // ackResult is the outcome of one request's ops in a shared multi: the
-// failed op's index and its error, and the tickets it made.
+// failed op's index and its error, and the ticket it made.
 type ackResult struct {
 	opResult
-	tickets []string
+	ticket string
 }
 
 // opResult is the outcome of a multi: the failed op's index and its error.
@@ -167,38 +185,60 @@ func takeAcks(pending []ackReq) int { return min(len(pending), 2*maxRound) }
 // request's.
 func (q *Queue) ackBatch(batch []ackReq) []ackResult {
 	out := make([]ackResult, len(batch))
-	ops := make([][]any, len(batch))
 	left := make([]int, len(batch))
-	for i, r := range batch {
-		ops[i], left[i] = append(slices.Clone(r.ops), q.ticketOps(r.tickets, r.kind, r.tag)...), i
+	for i := range batch {
+		left[i] = i
 	}
+	noWork := false // the shared Work ticket failed: the Acks go without it
 	for len(left) > 0 {
 		var all []any
 		start := make([]int, len(left))
+		ticketOp := make([]int, len(batch)) // the op of a request's ticket
+		work, workOp := 0, -1
 		for k, i := range left {
 			start[k] = len(all)
-			all = append(all, ops[i]...)
-		}
-		t0 := time.Now()
-		res, err := q.s.Conn().Multi(all...)
-		if debugTrace && err == nil {
-			for _, r := range res {
-				if r.String != "" {
-					traceMu.Lock()
-					traceT[path.Base(r.String)] = map[string]time.Time{"sent": t0, "created": time.Now()}
-					traceMu.Unlock()
+			all = append(all, batch[i].ops...)
+			r := batch[i]
+			switch {
+			case r.want == 0, r.kind == kindWork && noWork:
+				ticketOp[i] = -1
+			case r.kind == kindWork:
+				work += r.want
+				if workOp < 0 {
+					workOp = len(all)
+					all = append(all, q.ticketOp(1, kindWork, r.tag))
 				}
+				ticketOp[i] = workOp
+			default:
+				ticketOp[i] = len(all)
+				all = append(all, q.ticketOp(r.want, r.kind, r.tag))
 			}
 		}
+		if workOp >= 0 {
+			all[workOp] = q.ticketOp(work, kindWork, batch[left[0]].tag)
+		}
+		res, err := q.s.Conn().Multi(all...)
 		failed, err := znode.MultiErr(res, err)
+		if failed >= 0 && failed == workOp {
+			// The Acks go again without it, and stand on their own; a
+			// request for the ticket alone fails.
+			noWork = true
+			left = slices.DeleteFunc(left, func(i int) bool {
+				if batch[i].kind == kindWork && batch[i].want > 0 && len(batch[i].ops) == 0 {
+					out[i].opResult = opResult{0, err}
+					return true
+				}
+				return false
+			})
+			continue
+		}
 		if failed < 0 || len(left) == 1 {
 			for k, i := range left {
 				out[i].opResult = opResult{failed, err}
-				if err == nil {
-					for _, r := range res[start[k]+len(batch[i].ops) : start[k]+len(ops[i])] {
-						out[i].tickets = append(out[i].tickets, path.Base(r.String))
-					}
-				} else if failed >= 0 {
+				switch {
+				case err == nil && ticketOp[i] >= 0:
+					out[i].ticket = path.Base(res[ticketOp[i]].String)
+				case failed >= 0:
 					out[i].i -= start[k]
 				}
 			}
@@ -242,9 +282,8 @@ func (j *Job) nack(ctx context.Context, until time.Time) error {
 	if j.q.maxAttempts > 0 && j.Attempt() >= j.q.maxAttempts {
 		return j.settle(ctx, "nack", j.q.s.Telemetry().Buried, j.bury)
 	}
-	ticket := j.ticket[len(j.q.ready)+1:]
 	return j.settle(ctx, "nack", j.q.s.Telemetry().Nacked, func(*zk.Conn) error {
-		return gone(j.q.sendBack(j.q.backOps(j.bucket, j.name, j.version, ticket, until)))
+		return gone(j.q.sendBack(append(j.q.backOps(j.bucket, j.name, j.version, until), j.closing()...)))
 	})
 }
 
@@ -252,11 +291,11 @@ func (j *Job) nack(ctx context.Context, until time.Time) error {
 // missing dead/ (never made, or reaped since) is made and the multi sent
 // again.
 func (j *Job) bury(conn *zk.Conn) error {
-	ops := j.q.buryOps(j.id, j.item, j.key, j.version, j.Attempt(), j.data,
-		&zk.DeleteRequest{Path: j.ticket, Version: ticketServed})
+	closing := j.closing()
+	ops := j.q.buryOps(j.id, j.item, j.key, j.version, j.Attempt(), j.data, closing...)
 	for range maxDirTries {
 		i, err := znode.MultiErr(conn.Multi(ops...))
-		if i == 1 && errors.Is(err, zk.ErrNoNode) {
+		if i == len(closing) && errors.Is(err, zk.ErrNoNode) {
 			if _, err := conn.CreateContainer(j.q.dead, nil, zk.FlagContainer, j.q.acl); err != nil &&
 				!errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, zk.ErrNoNode) {
 				return err

@@ -137,45 +137,48 @@ func parseHeld(held string) (until time.Time, bucket int64, name string, ok bool
 	return until, bucket, name, ok && bok && iok
 }
 
-// A ticket is a consumer's request for one item, in ready/:
-// "<kind>-<consumer>-<tag>-<seq>". Its kind says who asks: "t" a Take,
-// whose offer carries the item's payload when the dispatcher has it; "y" a
-// TryTake, answered even when nothing is pending; "w" Work, which reads
-// its items itself. The consumer is a Queue that takes,
-// "<session>-<queue>" (16 and 8 hex digits), and names its inbox; the tag
-// (8 hex digits, one per request) lets the consumer find its tickets after
-// a create whose reply was lost; the sequence number is the ticket's place
-// in line.
+// A ticket is a consumer's request for items, in ready/:
+// "<kind>-<consumer>-<tag>-<want>-<seq>". Its kind says who asks: "t" a
+// Take, "y" a TryTake (answered even when nothing is pending), "w" Work.
+// The consumer is a Queue that takes, "<session>-<queue>" (16 and 8 hex
+// digits), and names its inbox; the tag (8 hex digits, one per request)
+// lets the consumer find its tickets after a create whose reply was lost;
+// want (4 digits) is how many items it asks for; the sequence number is
+// its place in line.
 const (
 	kindTake = 't'
 	kindTry  = 'y'
 	kindWork = 'w'
+	maxWant  = 9999
 )
 
 // consumerName is the name of a Queue that takes: its session's id and a
 // tag of its own.
 func consumerName(sid int64, tag string) string { return fmt.Sprintf("%016x-%s", uint64(sid), tag) }
 
-func ticketBase(kind byte, consumer string, tag string) string {
-	return string(kind) + "-" + consumer + "-" + tag + "-"
+func ticketBase(kind byte, consumer string, tag string, want int) string {
+	return fmt.Sprintf("%c-%s-%s-%04d-", kind, consumer, tag, want)
 }
 
 // ticketName is a ticket's name, parsed.
 type ticketName struct {
 	kind          byte
 	consumer, tag string
+	want          int
 	seq           int64
 }
 
 func (t ticketName) try() bool { return t.kind == kindTry }
 
 func parseTicket(name string) (ticketName, bool) {
-	if len(name) != 2+25+1+8+1+10 || name[1] != '-' || name[18] != '-' || name[27] != '-' || name[36] != '-' ||
-		(name[0] != kindTake && name[0] != kindTry && name[0] != kindWork) {
+	if len(name) != 2+25+1+8+1+4+1+10 || name[1] != '-' || name[18] != '-' || name[27] != '-' || name[36] != '-' ||
+		name[41] != '-' || (name[0] != kindTake && name[0] != kindTry && name[0] != kindWork) {
 		return ticketName{}, false
 	}
-	seq, err := strconv.ParseInt(name[37:], 10, 64)
-	return ticketName{kind: name[0], consumer: name[2:27], tag: name[28:36], seq: seq}, err == nil && seq >= 0
+	want, werr := strconv.Atoi(name[37:41])
+	seq, err := strconv.ParseInt(name[42:], 10, 64)
+	return ticketName{kind: name[0], consumer: name[2:27], tag: name[28:36], want: want, seq: seq},
+		err == nil && werr == nil && want >= 1 && seq >= 0
 }
 
 // delayedBase is the name a delayed item is created with in delayed/.

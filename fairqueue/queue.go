@@ -47,8 +47,9 @@ type Queue struct {
 	tailMu sync.Mutex
 	tail   tail
 
-	name string // as a consumer: its inbox's and its tickets' (see ticketBase)
-	in   *inbox
+	name   string // as a consumer: its inbox's and its tickets' (see ticketBase)
+	in     *inbox
+	spares spares
 
 	// standing: this Queue stands as dispatcher (stop ends it, done is
 	// closed when it has).
@@ -98,7 +99,7 @@ func New(s *zkrecipes.Session, path string, opts ...Option) (*Queue, error) {
 	}
 	q.name = consumerName(ss.ID(), newTag())
 	q.in = &inbox{q: q, path: q.consumers + "/" + q.name,
-		waiting: map[string]chan<- delivery{}, early: map[string]delivery{}}
+		waiting: map[string]chan<- answer{}, early: map[string]answer{}}
 	q.puts = &group[putItem, putResult]{do: q.putBatch, take: takePuts}
 	q.acks = &group[ackReq, ackResult]{do: q.ackBatch, take: takeAcks}
 	observePending(q)
@@ -150,6 +151,7 @@ func (q *Queue) Close(ctx context.Context) error {
 	}
 	stop, done := q.stop, q.done
 	q.mu.Unlock()
+	q.withdrawAll()
 	if stop == nil {
 		return nil
 	}

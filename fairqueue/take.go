@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -67,14 +68,22 @@ func (q *Queue) takeOne(ctx context.Context, kind byte) (*Job, error) {
 		return nil, err
 	}
 	for {
-		offers := make(chan delivery, 1)
-		tickets, err := q.want(ctx, 1, kind, offers)
-		if err != nil {
-			return nil, err
+		answers := make(chan answer, 1)
+		var ticket string
+		var err error
+		if s, ok := q.claim(); ok && kind == kindTake {
+			ticket, answers = s.ticket, s.answers
+		} else {
+			if ok {
+				q.s.Cleanup("spare "+s.ticket, q.dropStep(s.ticket)) // not for a TryTake
+			}
+			if ticket, err = q.want(ctx, 1, kind, answers); err != nil {
+				return nil, err
+			}
 		}
-		var d delivery
+		var a answer
 		select {
-		case d = <-offers:
+		case a = <-answers:
 		case <-ctx.Done():
 			err = context.Cause(ctx)
 		case <-q.closing:
@@ -83,21 +92,18 @@ func (q *Queue) takeOne(ctx context.Context, kind byte) (*Job, error) {
 			return nil, fmt.Errorf("%w: %w", errInboxLost, q.s.Err())
 		}
 		if err != nil {
-			if debugDispatch {
-				fmt.Printf("DBG take: give up %v\n", err)
-			}
-			q.s.Cleanup("give up "+tickets[0], q.dropStep(tickets[0]))
+			q.s.Cleanup("give up "+ticket, q.dropStep(ticket))
 			return nil, err
 		}
-		if d.name == "" {
-			if debugDispatch {
-				fmt.Printf("DBG take: told empty %+v\n", d)
-			}
-			q.s.Cleanup("told empty "+tickets[0], q.dropStep(tickets[0]))
+		if a.offers[0].name == "" {
+			q.s.Cleanup("told empty "+ticket, q.dropStep(ticket))
 			return nil, nil
 		}
-		js, err := q.jobs(ctx, []delivery{d})
+		js, err := q.jobs(ctx, a)
 		if err != nil || len(js) == 1 {
+			if len(js) == 1 {
+				js[0].fromTake = kind == kindTake
+			}
 			return firstJob(js), err
 		}
 		// The item was gone (deleted by another client): take again.
@@ -111,13 +117,14 @@ func firstJob(js []*Job) *Job {
 	return js[0]
 }
 
-// want puts n tickets of ours in line, in one multi shared with the Acks
-// of the moment (see group), and has their offers sent to offers. A multi
-// whose reply was lost is looked for by its tickets' tag; one given up as
-// ctx ended has its tickets dropped once its outcome is known.
-func (q *Queue) want(ctx context.Context, n int, kind byte, offers chan<- delivery) ([]string, error) {
+// want puts a ticket of ours for n items in line, in one multi shared
+// with the Acks of the moment (see group), and has its answer sent to
+// answers. A multi whose reply was lost is looked for by the ticket's tag;
+// one given up as ctx ended has its ticket dropped once its outcome is
+// known.
+func (q *Queue) want(ctx context.Context, n int, kind byte, answers chan<- answer) (string, error) {
 	tag := newTag()
-	req := ackReq{tickets: n, kind: kind, tag: tag}
+	req := ackReq{want: n, kind: kind, tag: tag}
 	for range maxDirTries {
 		rs, inFlight, err := q.acks.run(ctx, req)
 		switch {
@@ -130,33 +137,35 @@ func (q *Queue) want(ctx context.Context, n int, kind byte, offers chan<- delive
 				}
 				return q.dropTagged(tag)
 			})
-			return nil, err
+			return "", err
 		case err != nil:
-			return nil, err
+			return "", err
 		}
-		names, err := rs[0].tickets, rs[0].err
+		name, err := rs[0].ticket, rs[0].err
 		if session.IsConnErr(err) {
 			// It may have landed: look.
+			var names []string
 			names, err = q.tagged(ctx, tag)
 			if err == nil && len(names) == 0 {
 				continue // it did not: send it again
 			}
+			if err == nil {
+				name = names[0]
+			}
 		}
 		switch {
 		case err == nil:
-			for _, name := range names {
-				q.in.expect(name, offers)
-			}
-			return names, nil
+			q.in.expect(name, answers)
+			return name, nil
 		case errors.Is(err, zk.ErrNoNode):
 			if err := znode.EnsureDir(ctx, q.s, q.ready, q.acl); err != nil {
-				return nil, err
+				return "", err
 			}
 		default:
-			return nil, err
+			return "", err
 		}
 	}
-	return nil, fmt.Errorf("put a ticket in %s: it keeps vanishing", q.ready)
+	return "", fmt.Errorf("put a ticket in %s: it keeps vanishing", q.ready)
 }
 
 func newTag() string {
@@ -165,14 +174,10 @@ func newTag() string {
 	return hex.EncodeToString(b[:])
 }
 
-// ticketOps are the creates of n tickets of kind.
-func (q *Queue) ticketOps(n int, kind byte, tag string) []any {
-	ops := make([]any, n)
-	for i := range ops {
-		ops[i] = &zk.CreateRequest{Path: q.ready + "/" + ticketBase(kind, q.name, tag), Data: []byte{},
-			Acl: q.acl, Flags: zk.FlagEphemeralSequential}
-	}
-	return ops
+// ticketOp is the create of a ticket of kind for n items.
+func (q *Queue) ticketOp(n int, kind byte, tag string) *zk.CreateRequest {
+	return &zk.CreateRequest{Path: q.ready + "/" + ticketBase(kind, q.name, tag, min(n, maxWant)), Data: []byte{},
+		Acl: q.acl, Flags: zk.FlagEphemeralSequential}
 }
 
 // tagged finds our tickets made with tag, oldest first.
@@ -204,56 +209,66 @@ func (q *Queue) dropTagged(tag string) error {
 
 // dropStep is a clean-up step: let go of a ticket that no one will take
 // from. Not served, it is deleted (version 0: an offer cannot land after);
-// served, its offer is given back (see giveBack).
+// served, its offers are given back (see giveBack).
 func (q *Queue) dropStep(ticket string) func() error {
 	return func() error {
-		if d, ok := q.in.forget(ticket); ok {
-			return q.giveBack(d.offer, time.Now())
-		}
-		err := q.s.Conn().Delete(q.ready+"/"+ticket, 0)
-		if !errors.Is(err, zk.ErrBadVersion) {
-			return ignoreNoNode(err)
-		}
-		// Served: its offer is in our inbox.
-		data, _, err := q.s.Conn().Get(q.in.path)
-		if err != nil {
-			return ignoreNoNode(err)
-		}
-		for _, o := range parseInbox(data) {
-			if o.ticket == ticket {
-				return q.giveBack(o, time.Now())
+		a, ok := q.in.forget(ticket)
+		if !ok {
+			err := q.s.Conn().Delete(q.ready+"/"+ticket, 0)
+			if !errors.Is(err, zk.ErrBadVersion) {
+				return ignoreNoNode(err)
+			}
+			// Served: its offers are in our inbox.
+			data, _, err := q.s.Conn().Get(q.in.path)
+			if err != nil {
+				return ignoreNoNode(err)
+			}
+			a.ticket = ticket
+			for _, o := range parseInbox(data) {
+				if o.ticket == ticket {
+					a.offers = append(a.offers, o)
+				}
 			}
 		}
-		return ignoreNoNode(q.s.Conn().Delete(q.ready+"/"+ticket, -1))
+		return q.giveBack(a)
 	}
 }
 
-// backOps give an item back: in one multi, a check that it is as it was
-// offered (else it moved on, and there is nothing to give), a node in
-// held/ that tells the dispatcher it is free from until on, and the
-// delete of the ticket.
-func (q *Queue) backOps(bucket int64, name string, version int32, ticket string, until time.Time) []any {
+// backOps give an item back: a check that it is as it was offered (else
+// it moved on, and there is nothing to give), and a node in held/ that
+// tells the dispatcher it is free from until on.
+func (q *Queue) backOps(bucket int64, name string, version int32, until time.Time) []any {
 	return []any{
 		&zk.CheckVersionRequest{Path: q.bucketPath(bucket) + "/" + name, Version: version},
 		&zk.CreateRequest{Path: q.held + "/" + heldBase(bucket, name, until), Data: []byte{}, Acl: q.acl, Flags: zk.FlagSequence},
-		&zk.DeleteRequest{Path: q.ready + "/" + ticket, Version: -1},
 	}
 }
 
-// giveBack gives an offer that will not be worked on back, to be offered
-// again at once; a TryTake's "nothing" is just deleted. The offer counts as
-// a delivery: the item comes back with Attempt above 1.
-func (q *Queue) giveBack(o offer, until time.Time) error {
-	ticket := q.ready + "/" + o.ticket
-	if o.name == "" {
-		return ignoreNoNode(q.s.Conn().Delete(ticket, -1))
+// giveBack gives the items of a ticket's answer that will not be worked on
+// back, to be offered again at once, and deletes the ticket, in one multi.
+// An offer counts as a delivery: the items come back with Attempt above 1.
+func (q *Queue) giveBack(a answer) error {
+	var ops []any
+	for _, o := range a.offers {
+		if o.name != "" {
+			ops = append(ops, q.backOps(o.bucket, o.name, o.version, time.Now())...)
+		}
 	}
-	_, err := q.sendBack(q.backOps(o.bucket, o.name, o.version, o.ticket, until))
-	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
-		// The item is gone or moved on, or the ticket is: nothing to give.
-		return ignoreNoNode(q.s.Conn().Delete(ticket, -1))
+	ops = append(ops, q.ticketDelete(a.ticket))
+	for len(ops) > 1 {
+		i, err := q.sendBack(ops)
+		if !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) || i == len(ops)-1 {
+			return ignoreNoNode(err)
+		}
+		// That item is gone or moved on: nothing to give of it.
+		i -= i % 2
+		ops = append(ops[:i], ops[i+2:]...)
 	}
-	return err
+	return ignoreNoNode(q.s.Conn().Delete(q.ready+"/"+a.ticket, -1))
+}
+
+func (q *Queue) ticketDelete(ticket string) *zk.DeleteRequest {
+	return &zk.DeleteRequest{Path: q.ready + "/" + ticket, Version: -1}
 }
 
 // sendBack sends a multi of backOps, making held/ when it is missing. It
@@ -261,7 +276,7 @@ func (q *Queue) giveBack(o offer, until time.Time) error {
 func (q *Queue) sendBack(ops []any) (int, error) {
 	for range maxDirTries {
 		i, err := znode.MultiErr(q.s.Conn().Multi(ops...))
-		if i == 1 && errors.Is(err, zk.ErrNoNode) {
+		if i%2 == 1 && i < len(ops)-1 && errors.Is(err, zk.ErrNoNode) {
 			if _, err := q.s.Conn().CreateContainer(q.held, nil, zk.FlagContainer, q.acl); err != nil &&
 				!errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, zk.ErrNoNode) {
 				return -1, err
@@ -273,41 +288,58 @@ func (q *Queue) sendBack(ops []any) (int, error) {
 	return -1, fmt.Errorf("give back: %s keeps vanishing", q.held)
 }
 
-// jobs reads the items offered (at once: the client pipelines the reads),
-// unless their offers carried them, and makes them Jobs, oldest first. An item gone (another client deleted
-// it, or an out-of-date offer) makes no job, and its ticket is deleted; if ctx ends first, the
-// offers are given back.
-func (q *Queue) jobs(ctx context.Context, ds []delivery) ([]*Job, error) {
-	nodes := make([]znode.Node, len(ds))
+// jobs reads the items of a ticket's answer (at once: the client
+// pipelines the reads), unless their offers carried them, and makes them
+// Jobs, oldest first, sharing the ticket: the last to be settled deletes
+// it. An item gone or moved on (deleted by another client, or an offer out
+// of date) makes no job; if ctx ends first, the items are given back.
+func (q *Queue) jobs(ctx context.Context, a answer) ([]*Job, error) {
+	nodes := make([]znode.Node, len(a.offers))
 	var r reads
-	for i, d := range ds {
-		if d.carried {
-			nodes[i] = znode.Node{Data: d.data, Stat: &zk.Stat{Version: d.version}}
+	for i, o := range a.offers {
+		if o.carried {
+			nodes[i] = znode.Node{Data: o.data, Stat: &zk.Stat{Version: o.version}}
 			continue
 		}
 		r.do(func() (err error) {
-			nodes[i], err = znode.Get(ctx, q.s, q.bucketPath(d.bucket)+"/"+d.name)
+			nodes[i], err = znode.Get(ctx, q.s, q.bucketPath(o.bucket)+"/"+o.name)
 			return ignoreNoNode(err)
 		})
 	}
 	if err := r.wait(); err != nil {
-		for _, d := range ds {
-			q.s.Cleanup("give back "+d.ticket, func() error { return q.giveBack(d.offer, time.Now()) })
-		}
+		q.s.Cleanup("give back "+a.ticket, func() error { return q.giveBack(a) })
 		if q.s.Err() != nil {
 			return nil, fmt.Errorf("%w: %w", errInboxLost, q.s.Err())
 		}
 		return nil, err
 	}
+	l := &lot{ticket: a.ticket}
 	var js []*Job
-	for i, d := range ds {
-		if nodes[i].Stat == nil || nodes[i].Stat.Version != d.version {
-			q.s.Cleanup("settle "+d.ticket, q.s.DeleteStep(q.ready+"/"+d.ticket))
-			continue
+	for i, o := range a.offers {
+		if nodes[i].Stat != nil && nodes[i].Stat.Version == o.version {
+			js = append(js, newJob(q, l, o, nodes[i].Data, a.token))
 		}
-		tr(d.ticket, "read")
-		js = append(js, newJob(q, d, nodes[i].Data))
+	}
+	if l.left = len(js); l.left == 0 {
+		q.s.Cleanup("settle "+a.ticket, q.s.DeleteStep(q.ready+"/"+a.ticket))
 	}
 	slices.SortFunc(js, func(a, b *Job) int { return strings.Compare(a.id, b.id) })
 	return js, nil
+}
+
+// lot is a ticket shared by the Jobs of its items: the last one settled
+// deletes it, in its own multi.
+type lot struct {
+	ticket string
+	mu     sync.Mutex
+	left   int
+}
+
+// last counts one of the lot's Jobs settled, and says whether it was the
+// last.
+func (l *lot) last() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.left--
+	return l.left == 0
 }

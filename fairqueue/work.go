@@ -96,8 +96,8 @@ func (q *Queue) Work(ctx context.Context, h Handler, opts ...WorkOption) error {
 		return fmt.Errorf("fairqueue: work: %w", err)
 	}
 	credits := o.handlers + o.prefetch
-	w := &worker{q: q, o: o, offers: make(chan delivery, credits), waiting: map[string]bool{}}
-	w.stand(ctx, credits, nil)
+	w := &worker{q: q, o: o, answers: make(chan answer, credits), waiting: map[string]bool{}}
+	w.stand(ctx, credits, "")
 	jobs := make(chan *Job, credits)
 	var wg, settling sync.WaitGroup
 	for range o.handlers {
@@ -129,7 +129,7 @@ func (q *Queue) Work(ctx context.Context, h Handler, opts ...WorkOption) error {
 type worker struct {
 	q       *Queue
 	o       workOptions
-	offers  chan delivery
+	answers chan answer
 	mu      sync.Mutex
 	waiting map[string]bool
 	stopped bool
@@ -140,10 +140,10 @@ type worker struct {
 func (w *worker) loop(ctx context.Context, jobs chan<- *Job) error {
 	q := w.q
 	for {
-		var ds []delivery
+		var as []answer
 		select {
-		case d := <-w.offers:
-			ds = append(ds, d)
+		case a := <-w.answers:
+			as = append(as, a)
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		case <-q.closing:
@@ -151,43 +151,47 @@ func (w *worker) loop(ctx context.Context, jobs chan<- *Job) error {
 		case <-q.s.Done():
 			return q.s.Err()
 		}
-		for more := true; more; { // the offers of the same read come together
+		for more := true; more; { // the answers of the same read come together
 			select {
-			case d := <-w.offers:
-				ds = append(ds, d)
+			case a := <-w.answers:
+				as = append(as, a)
 			default:
 				more = false
 			}
 		}
 		w.mu.Lock()
-		for _, d := range ds {
-			delete(w.waiting, d.ticket)
+		for _, a := range as {
+			delete(w.waiting, a.ticket)
 		}
 		w.mu.Unlock()
-		js, err := q.jobs(ctx, ds)
-		if err != nil {
-			continue // given back; ctx or the session ends the loop
-		}
-		w.stand(ctx, len(ds)-len(js), nil) // items gone make no job: stand for more
-		for _, j := range js {
-			jobs <- j
+		for _, a := range as {
+			js, err := q.jobs(ctx, a)
+			if err != nil {
+				continue // given back; ctx or the session ends the loop
+			}
+			// Items that did not come, or came gone, make no job: stand
+			// for as many more.
+			t, _ := parseTicket(a.ticket)
+			w.stand(ctx, t.want-len(js), "")
+			for _, j := range js {
+				jobs <- j
+			}
 		}
 	}
 }
 
-// stand puts n tickets in line for offers, unless Work has stopped; with
-// names, the tickets an ack made already.
-func (w *worker) stand(ctx context.Context, n int, names []string) {
-	if n == 0 && names == nil {
+// stand puts a ticket for n items in line, unless Work has stopped; with
+// a name, the ticket an ack made already (for one item, or shared with
+// other acks').
+func (w *worker) stand(ctx context.Context, n int, name string) {
+	if n <= 0 && name == "" {
 		return
 	}
 	var err error
-	if names == nil {
-		names, err = w.q.want(context.WithoutCancel(ctx), n, kindWork, w.offers)
+	if name == "" {
+		name, err = w.q.want(context.WithoutCancel(ctx), n, kindWork, w.answers)
 	} else {
-		for _, name := range names {
-			w.q.in.expect(name, w.offers)
-		}
+		w.q.in.expect(name, w.answers)
 	}
 	if err != nil {
 		if w.q.s.Err() == nil {
@@ -197,9 +201,7 @@ func (w *worker) stand(ctx context.Context, n int, names []string) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, name := range names {
-		w.waiting[name] = true
-	}
+	w.waiting[name] = true
 	if w.stopped {
 		w.leaveLocked()
 	}
@@ -231,15 +233,18 @@ func (w *worker) settle(ctx context.Context, j *Job, herr error) {
 	switch {
 	case herr == nil && again:
 		tag := newTag()
-		names, err := j.ack(bg, 1, tag)
-		if err == nil && names == nil {
-			names, err = q.tagged(bg, tag) // the ack's reply was lost
+		name, err := j.ack(bg, 1, kindWork, tag)
+		if err == nil && name == "" { // the ack's reply was lost
+			var names []string
+			if names, err = q.tagged(bg, tag); len(names) > 0 {
+				name = names[0]
+			}
 		}
 		q.settled(j, "ack", err, false)
 		if err != nil {
-			names = nil // nothing made: stand on our own
+			name = "" // nothing made: stand on our own
 		}
-		w.stand(ctx, 1, names)
+		w.stand(ctx, 1, name)
 		return
 	case herr == nil:
 		q.settled(j, "ack", j.Ack(bg), false)
@@ -251,7 +256,7 @@ func (w *worker) settle(ctx context.Context, j *Job, herr error) {
 		q.settled(j, "nack", j.NackAfter(bg, d), false)
 	}
 	if again {
-		w.stand(ctx, 1, nil)
+		w.stand(ctx, 1, "")
 	}
 }
 
