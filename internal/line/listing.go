@@ -18,6 +18,17 @@ func (e *Entry) Listing() []string {
 	return l
 }
 
+// Alone reports whether the listing taken with our create, while Wait has
+// not used it yet, shows our node alone in the line: Wait will find that we
+// hold, with no one behind us. False when there is no such listing.
+func (e *Entry) Alone() bool {
+	if e.first == nil {
+		return false
+	}
+	l, foreign := Parse(e.first, e.spec.Kind)
+	return foreign == "" && len(l) == 1 && l[0].Name == e.name
+}
+
 // NewPrefix returns a fresh name prefix for a node of spec's, as Join makes
 // one: for a recipe that creates its node in a multi of its own, and finds
 // it with Find after a reply lost.
