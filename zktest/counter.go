@@ -3,6 +3,7 @@ package zktest
 import (
 	"encoding/binary"
 	"net"
+	"strings"
 	"sync"
 	"time"
 )
@@ -20,9 +21,14 @@ const (
 // not counted. Its zero value is ready to use, and it is safe for
 // concurrent use.
 type Counter struct {
+	// Path, when set, limits the count to the requests whose path (or,
+	// for a multi, one of whose operations' paths) contains it: a
+	// recipe's own, apart from what the session sends on its own.
+	Path string
+
 	mu     sync.Mutex
 	ops    map[int32]int64
-	events int64
+	events []string // the path of each notification, in order
 }
 
 // Dial has the signature of zk.Dialer.
@@ -70,7 +76,34 @@ func (c *Counter) ByOp() map[int32]int64 {
 func (c *Counter) Notifications() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.events
+	return int64(len(c.events))
+}
+
+// NotificationsOn is how many of them were about the node at path.
+func (c *Counter) NotificationsOn(path string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for _, p := range c.events {
+		if p == path {
+			n++
+		}
+	}
+	return n
+}
+
+// onPath reports whether r's path, or the path of one of its multi's
+// operations, contains p.
+func onPath(r request, p string) bool {
+	if r.hasPath && strings.Contains(r.path, p) {
+		return true
+	}
+	for _, sub := range r.ops {
+		if strings.Contains(sub.path, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // opAuth is the opcode of addAuth.
@@ -87,8 +120,14 @@ type countedConn struct {
 
 func (cc *countedConn) Write(p []byte) (int, error) {
 	n, err := cc.Conn.Write(p)
+	if cc.c.Path != "" {
+		cc.w.keep = maxKeep
+	}
 	cc.w.feed(p[:n], func(first bool, head []byte) {
 		if !first && len(head) >= 8 {
+			if cc.c.Path != "" && !onPath(parseRequest(head), cc.c.Path) {
+				return
+			}
 			op := int32(binary.BigEndian.Uint32(head[4:]))
 			cc.c.mu.Lock()
 			if cc.c.ops == nil {
@@ -103,26 +142,39 @@ func (cc *countedConn) Write(p []byte) (int, error) {
 
 func (cc *countedConn) Read(p []byte) (int, error) {
 	n, err := cc.Conn.Read(p)
+	cc.r.keep = maxKeep
 	cc.r.feed(p[:n], func(first bool, head []byte) {
 		if !first && len(head) >= 4 && int32(binary.BigEndian.Uint32(head)) == xidWatchEvent {
+			// Reply header (xid, zxid, err), then the event: type, state,
+			// path.
+			path := ""
+			if len(head) >= 24 {
+				path, _, _ = readString(head[24:])
+			}
 			cc.c.mu.Lock()
-			cc.c.events++
+			cc.c.events = append(cc.c.events, path)
 			cc.c.mu.Unlock()
 		}
 	})
 	return n, err
 }
 
-// frameSplit hands on the first 8 bytes of each frame's body (fewer when
-// the body is shorter), once the frame is whole; first marks the
-// handshake. One direction of one connection, fed in order.
+// frameSplit hands on the first bytes of each frame's body (8, or keep
+// when set; fewer when the body is shorter), once the frame is whole;
+// first marks the handshake. One direction of one connection, fed in
+// order.
 type frameSplit struct {
+	keep   int
 	frames int
 	lenBuf [4]byte
 	lenN   int
 	left   int // body bytes still to come
 	head   []byte
 }
+
+// maxKeep is what a Counter with a Path reads of a request: enough for the
+// paths of a recipe's multi.
+const maxKeep = 4096
 
 func (f *frameSplit) feed(p []byte, on func(first bool, head []byte)) {
 	for len(p) > 0 {
@@ -137,7 +189,7 @@ func (f *frameSplit) feed(p []byte, on func(first bool, head []byte)) {
 			f.head = f.head[:0]
 		} else {
 			k := min(len(p), f.left)
-			if room := 8 - len(f.head); room > 0 {
+			if room := max(f.keep, 8) - len(f.head); room > 0 {
 				f.head = append(f.head, p[:min(k, room)]...)
 			}
 			p, f.left = p[k:], f.left-k
