@@ -1,10 +1,13 @@
 package zklock_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -340,4 +343,447 @@ func TestCachedWaiterBypassBound(t *testing.T) {
 			}
 		})
 	}
+}
+
+// After a holding is given up to a contender, the next holdings are not
+// kept: one, then two, then four as it happens again (each a Mutex's lease,
+// released at its Unlock); a holding let go for idling starts the count
+// again. (A holding whose create was answered after the listing sent with
+// it cannot be kept either, which happens now and then: the counts may be
+// one or two above the back-off's.)
+func TestCachedBackoff(t *testing.T) {
+	srv := setup(t)
+	ctx := bg(t)
+	path := zktest.Path(t, "/zklock-test")
+	a := connect(t, srv.Addrs())
+	t.Cleanup(func() { requireNoNodes(t, a, path) })
+	other, err := zklock.NewMutex(connect(t, srv.Addrs()), path)
+	require.NoError(t, err)
+	contend := func() {
+		t.Helper()
+		l, err := other.Lock(ctx) // the idle holding lets go
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(ctx))
+	}
+	// notKept cycles m until a holding is kept, its Section 1, and returns
+	// the holdings before it that were not (Section 0); the kept one is
+	// left idle.
+	notKept := func(m *zklock.CachedMutex) int {
+		t.Helper()
+		for n := 0; n < 50; n++ {
+			f := cycle(t, ctx, m)
+			if f.Section != 0 {
+				require.Equal(t, uint32(1), f.Section)
+				return n
+			}
+			require.Empty(t, children(t, a, path), "a holding not kept was kept")
+		}
+		t.Fatal("no holding kept in 50")
+		return 0
+	}
+	requireAbout := func(want, got int, what string) {
+		t.Helper()
+		require.True(t, got >= want && got <= want+2, "%s: %d holdings not kept, want %d", what, got, want)
+	}
+
+	m := newCached(t, a, path, zklock.WithIdleRelease(time.Minute))
+	notKept(m)
+	require.Equal(t, uint32(2), cycle(t, ctx, m).Section, "the kept holding's next section")
+	for i, want := range []int{1, 2, 4, 8} {
+		contend()
+		requireAbout(want, notKept(m), fmt.Sprintf("after contention %d", i+1))
+	}
+	require.NoError(t, m.Release(ctx))
+
+	// Let go for idling: the count starts again, from one.
+	short := newCached(t, a, path, zklock.WithIdleRelease(250*time.Millisecond))
+	notKept(short)
+	for i, want := range []int{1, 2, 4, 8} {
+		contend()
+		requireAbout(want, notKept(short), fmt.Sprintf("after contention %d", i+1))
+	}
+	require.Eventually(t, func() bool { return len(children(t, a, path)) == 0 }, liveWait, 5*time.Millisecond, "an idle holding was kept past its idle time")
+	notKept(short)
+	contend()
+	requireAbout(1, notKept(short), "after an idle release")
+}
+
+// Leases of CachedMutexes and Mutexes on one path, from several sessions,
+// and go-zookeeper's zk.Lock among them, exclude each other, and their
+// fences strictly increase in the order they were granted. The sections
+// of the CachedMutexes come in bursts from several goroutines each, with
+// pauses, so that kept holdings, local hand-offs and holdings given up to
+// contenders all happen.
+func TestCachedFenceOrder(t *testing.T) {
+	srv := setup(t)
+	ctx := bg(t)
+	path := zktest.Path(t, "/zklock-test")
+	check := connect(t, srv.Addrs())
+	t.Cleanup(func() { requireNoNodes(t, check, path) })
+	var (
+		mu     sync.Mutex
+		inside int
+		fences []zklock.Fence
+		local  int // sections granted from a kept holding
+	)
+	enter := func(f *zklock.Fence) error {
+		mu.Lock()
+		defer mu.Unlock()
+		inside++
+		if inside != 1 {
+			return fmt.Errorf("%d holders at once", inside)
+		}
+		if f != nil {
+			fences = append(fences, *f)
+			if f.Section > 1 {
+				local++
+			}
+		}
+		return nil
+	}
+	exit := func() {
+		mu.Lock()
+		inside--
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	run := func(lock func() (*zklock.Lease, error)) {
+		defer wg.Done()
+		for i := range 40 {
+			l, err := lock()
+			if err != nil {
+				errs <- err
+				return
+			}
+			f := l.Fence()
+			if err := enter(&f); err != nil {
+				errs <- err
+			}
+			time.Sleep(time.Duration(i%3) * time.Millisecond)
+			exit()
+			if err := l.Unlock(ctx); err != nil {
+				errs <- err
+				return
+			}
+			if i%10 == 9 {
+				time.Sleep(30 * time.Millisecond)
+			}
+		}
+	}
+	for i := range 3 {
+		s := connect(t, srv.Addrs())
+		m := newCached(t, s, path)
+		for range 2 {
+			wg.Add(1)
+			go run(func() (*zklock.Lease, error) { return m.Lock(ctx) })
+		}
+		if i < 2 {
+			mx, err := zklock.NewMutex(s, path)
+			require.NoError(t, err)
+			wg.Add(1)
+			go run(func() (*zklock.Lease, error) { return mx.Lock(ctx) })
+		}
+	}
+	conn, _, err := zk.Connect(srv.Addrs(), 10*time.Second, zk.WithLogInfo(false))
+	require.NoError(t, err)
+	defer conn.Close()
+	zl := zk.NewLock(conn, path, zk.WorldACL(zk.PermAll))
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 20 {
+			if err := zl.Lock(); err != nil {
+				errs <- err
+				return
+			}
+			if err := enter(nil); err != nil {
+				errs <- err
+			}
+			time.Sleep(time.Millisecond)
+			exit()
+			if err := zl.Unlock(); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for i := 1; i < len(fences); i++ {
+		require.Equal(t, 1, fences[i].Compare(fences[i-1]), "fence %d, %v, is not above the one before, %v", i, fences[i], fences[i-1])
+		b, a := fences[i].Bytes(), fences[i-1].Bytes()
+		require.Equal(t, 1, bytes.Compare(b[:], a[:]), "Bytes of fence %d", i)
+	}
+	t.Logf("%d leases in grant order, fences strictly increasing; %d sections granted from kept holdings", len(fences), local)
+	require.Equal(t, 6*40+2*40, len(fences))
+	require.NotZero(t, local, "no section was granted from a kept holding: the test proves nothing of them")
+}
+
+// Goroutines of one process share a kept holding: a Lock while another's
+// section runs waits for it and is handed the holding at its Unlock, with
+// no request; TryLock meanwhile says ErrLocked, as does another process's.
+// That one's join, although it left at once, makes the holding go at the
+// running section's Unlock.
+func TestCachedLocalHandoff(t *testing.T) {
+	srv := setup(t)
+	ctx := bg(t)
+	path := zktest.Path(t, "/zklock-test")
+	m, hs, hw := countedCached(t, srv.Addrs(), path, zklock.WithIdleRelease(time.Minute))
+	keepIdle(t, ctx, m)
+
+	before := hw.Requests() - hw.Requests(zktest.OpSync)
+	l1, err := m.TryLock(ctx)
+	require.NoError(t, err, "TryLock on an idle kept holding")
+	_, err = m.TryLock(ctx)
+	require.ErrorIs(t, err, zklock.ErrLocked, "TryLock while a section of this process runs")
+	got := start(ctx, m.Lock)
+	notYet(t, got, "a Lock while another goroutine's section runs")
+	require.NoError(t, l1.Unlock(ctx))
+	l2 := await(t, got, "the Lock waiting in process")
+	require.Equal(t, l1.Fence().Section+1, l2.Fence().Section, "handed the holding")
+	require.Equal(t, before, hw.Requests()-hw.Requests(zktest.OpSync), "requests of the hand-off: %v", hw.ByOp())
+
+	other, err := zklock.NewMutex(connect(t, srv.Addrs()), path)
+	require.NoError(t, err)
+	_, err = other.TryLock(ctx)
+	require.ErrorIs(t, err, zklock.ErrLocked, "another process's TryLock while the section runs")
+	requireHeldAWhile(t, l2, "the section, after another's TryLock")
+	require.Len(t, children(t, hs, path), 1, "the refused TryLock left its node")
+	require.NoError(t, l2.Unlock(ctx))
+	require.Empty(t, children(t, hs, path), "the holding was kept after a contender joined")
+	require.Equal(t, uint32(0), cycle(t, ctx, m).Section, "a holding after one given up to a contender")
+}
+
+// Lease.Multi commits only while its lease holds: inside the section, and
+// never once it has ended (not sent at all); Guard after the end is a check
+// that always fails, although the node lives on, kept for the next
+// section. A Mutex's lease does the same, its Fence {Token, 0}.
+func TestCachedMultiAndGuard(t *testing.T) {
+	srv := setup(t)
+	ctx := bg(t)
+	path := zktest.Path(t, "/zklock-test")
+	m, hs, hw := countedCached(t, srv.Addrs(), path, zklock.WithIdleRelease(time.Minute))
+	keepIdle(t, ctx, m) // makes the lock's parent
+	data := path + "-data"
+	_, err := hs.Conn().Create(data, []byte("0"), 0, zk.WorldACL(zk.PermAll))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = hs.Conn().Delete(data, -1) })
+	set := func(v string) *zk.SetDataRequest { return &zk.SetDataRequest{Path: data, Data: []byte(v), Version: -1} }
+	read := func() string {
+		b, _, err := hs.Conn().Get(data)
+		require.NoError(t, err)
+		return string(b)
+	}
+
+	l, err := m.Lock(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint32(3), l.Fence().Section)
+	res, err := l.Multi(ctx, set("in section 3"))
+	require.NoError(t, err)
+	require.Len(t, res, 1, "the Guard's result is left out")
+	require.Equal(t, "in section 3", read())
+	guard := l.Guard()
+	require.NoError(t, l.Unlock(ctx))
+	require.Len(t, children(t, hs, path), 1, "kept")
+
+	multis := hw.Requests(zktest.OpMulti)
+	_, err = l.Multi(ctx, set("after section 3"))
+	require.ErrorIs(t, err, zklock.ErrReleased, "Multi after Unlock")
+	require.Equal(t, multis, hw.Requests(zktest.OpMulti), "a Multi after the end was sent")
+	_, err = hs.Conn().Multi(l.Guard(), set("guarded by an ended lease"))
+	require.ErrorIs(t, err, zk.ErrBadVersion, "Guard of an ended lease")
+	// The gap Multi closes: a Guard built during the section still passes
+	// while the holding is kept.
+	_, err = hs.Conn().Multi(guard, set("late"))
+	require.NoError(t, err)
+
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	l4, err := m.Lock(ctx)
+	require.NoError(t, err)
+	multis = hw.Requests(zktest.OpMulti)
+	_, err = l4.Multi(ended, set("never"))
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, multis, hw.Requests(zktest.OpMulti), "a Multi with an ended ctx was sent")
+	require.NoError(t, l4.Unlock(ctx))
+	require.Equal(t, "late", read())
+
+	mx, err := zklock.NewMutex(hs, path)
+	require.NoError(t, err)
+	require.NoError(t, m.Release(ctx))
+	lm, err := mx.Lock(ctx)
+	require.NoError(t, err)
+	require.Equal(t, zklock.Fence{Holding: lm.Token()}, lm.Fence())
+	_, err = lm.Multi(ctx, set("mutex"))
+	require.NoError(t, err)
+	require.NoError(t, lm.Unlock(ctx))
+	_, err = lm.Multi(ctx, set("after the mutex"))
+	require.ErrorIs(t, err, zklock.ErrReleased)
+	require.Equal(t, int32(-2), lm.Guard().Version)
+	require.Equal(t, "mutex", read())
+}
+
+// An Unlock whose ctx has ended still ends the section: kept when no one
+// waits, released (and the waiter granted) when one does. A Lock whose ctx
+// ends while it waits (for a sync, or for another section) gives up and
+// leaves nothing that blocks the next.
+func TestCachedUnlockEndedCtx(t *testing.T) {
+	srv := setup(t)
+	ctx := bg(t)
+	path := zktest.Path(t, "/zklock-test")
+	m, hs, _ := countedCached(t, srv.Addrs(), path, zklock.WithIdleRelease(time.Minute), zklock.WithFreshness(0))
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+
+	keepIdle(t, ctx, m)
+	l, err := m.Lock(ctx)
+	require.NoError(t, err)
+	_ = l.Unlock(ended) // nil or ctx's cause: the section ends either way
+	select {
+	case <-l.Done():
+	case <-time.After(liveWait):
+		t.Fatal("an Unlock with an ended ctx did not end the section")
+	}
+	require.ErrorIs(t, l.Err(), zklock.ErrReleased)
+	require.Len(t, children(t, hs, path), 1, "kept")
+
+	// Locks that give up, at every moment: the lock stays usable.
+	for i := range 200 {
+		lctx, lcancel := context.WithTimeout(ctx, time.Duration(i%20)*50*time.Microsecond)
+		l, err := m.Lock(lctx)
+		lcancel()
+		if err != nil {
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			continue
+		}
+		_ = l.Unlock(ended)
+		require.Eventually(t, func() bool { return l.Err() != nil }, liveWait, time.Millisecond, "lock %d: the section did not end", i)
+	}
+	l, err = m.Lock(ctx)
+	require.NoError(t, err, "Lock after Locks that gave up")
+	waiting := start(ctx, m.Lock)
+	notYet(t, waiting, "a second Lock")
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	_, err = m.Lock(wctx)
+	wcancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a Lock that gave up waiting in process")
+
+	// A contender waits; the Unlock with an ended ctx releases the node.
+	other, err := zklock.NewMutex(connect(t, srv.Addrs()), path)
+	require.NoError(t, err)
+	got := start(ctx, other.Lock)
+	waitNodes(t, hs, path, 2)
+	_ = l.Unlock(ended)
+	// The Lock waiting in process joins the line behind the contender.
+	lo := await(t, got, "the contender, after an Unlock with an ended ctx")
+	require.NoError(t, lo.Unlock(ctx))
+	lw := await(t, waiting, "the Lock that waited in process")
+	_ = lw.Unlock(ended)
+	require.Eventually(t, func() bool { return len(children(t, hs, path)) == 0 }, liveWait, time.Millisecond,
+		"the last lease, unlocked with an ended ctx, was not released")
+	require.ErrorIs(t, l.Err(), zklock.ErrReleased)
+	require.ErrorIs(t, lw.Err(), zklock.ErrReleased)
+}
+
+// Bad options are refused by name; the CachedMutex's own are refused by
+// the other recipes.
+func TestCachedOptions(t *testing.T) {
+	srv := setup(t)
+	s := connect(t, srv.Addrs())
+	for _, o := range []zklock.Option{zklock.WithFreshness(-time.Millisecond), zklock.WithIdleRelease(0)} {
+		_, err := zklock.NewCachedMutex(s, "/x", o)
+		require.ErrorIs(t, err, zkrecipes.ErrInvalidArgument)
+	}
+	_, err := zklock.NewMutex(s, "/x", zklock.WithFreshness(time.Millisecond))
+	require.ErrorIs(t, err, zkrecipes.ErrInvalidArgument)
+	require.ErrorContains(t, err, "WithFreshness applies to a CachedMutex only")
+	_, err = zklock.NewCachedMutex(s, "/x", zklock.WithFreshness(0), zklock.WithIdleRelease(time.Second))
+	require.NoError(t, err)
+}
+
+// A reconnect voids what the holder's watch proves: a contender that
+// joined while the holder was away is served although the re-set watch is
+// blind to its join (go-zookeeper v1.0.4 may re-set it so; here forced),
+// and the holder grants no section from the holding it kept.
+func TestCachedReconnectLostWatch(t *testing.T) {
+	srv := setup(t)
+	ctx := bg(t)
+	path := zktest.Path(t, "/zklock-test")
+	d := &zktest.Dropper{}
+	hs := d.Connect(t, srv.Addrs())
+	t.Cleanup(func() { requireNoNodes(t, hs, path) })
+	m := newCached(t, hs, path, zklock.WithIdleRelease(time.Minute))
+	held := keepIdle(t, ctx, m)
+
+	// Cut the holder's connection right after a read of its own, and keep
+	// it away while a contender joins.
+	blindOutage(t, d, zktest.Match{Op: zktest.OpExists, Path: path + "-cut"})
+	_, _, _, err := hs.Conn().ExistsW(path + "-cut")
+	require.NoError(t, err)
+	cutDone(t, d)
+	os := connect(t, srv.Addrs())
+	other, err := zklock.NewMutex(os, path)
+	require.NoError(t, err)
+	got := start(ctx, other.Lock)
+	waitNodes(t, os, path, 2)
+	// Asked while away, once the latest sync is older than the window: a
+	// sync is needed, which only the new connection answers.
+	time.Sleep(2 * zklock.DefaultFreshness)
+	mine := start(ctx, m.Lock)
+	d.Resume()
+	requireBlind(t, d)
+	lo := await(t, got, "the contender that joined while the holder was away")
+	notYet(t, mine, "the holder's Lock while the contender holds")
+	require.NoError(t, lo.Unlock(ctx))
+	l := await(t, mine, "the holder's Lock")
+	require.Greater(t, l.Token(), lo.Token(), "the holder's Lock was granted from the holding it kept")
+	require.Greater(t, lo.Token(), held.Holding)
+	require.NoError(t, l.Unlock(ctx))
+}
+
+// A holding kept idle by a holder that stops answering (its network frozen)
+// blocks a contender until the ensemble expires the holder's session; the
+// holder grants itself no section once its latest sync is older than the
+// window, and learns of the loss before the contender is granted.
+func TestCachedExpiryWhileIdle(t *testing.T) {
+	srv := setup(t)
+	ctx := bg(t)
+	path := zktest.Path(t, "/zklock-test")
+	var net zktest.Freezer
+	defer net.Thaw()
+	hs := connect(t, srv.Addrs(), zkrecipes.WithSessionTimeout(2*time.Second), zkrecipes.WithDialer(net.Dial))
+	other := connect(t, srv.Addrs())
+	t.Cleanup(func() { requireNoNodes(t, other, path) })
+	m, err := zklock.NewCachedMutex(hs, path, zklock.WithIdleRelease(time.Minute))
+	require.NoError(t, err)
+	keepIdle(t, ctx, m)
+
+	om, err := zklock.NewMutex(other, path)
+	require.NoError(t, err)
+	frozen := time.Now()
+	net.Freeze()
+	time.Sleep(2 * zklock.DefaultFreshness)
+	got := start(ctx, om.Lock)
+	mine := start(ctx, m.Lock)
+	select {
+	case r := <-mine:
+		if r.err == nil {
+			t.Fatalf("a section granted %v after the network froze, its latest sync older than the window", time.Since(frozen))
+		}
+		require.ErrorIs(t, r.err, zklock.ErrLockLost, "the frozen holder's Lock")
+		lostAt := time.Now()
+		lo := await(t, got, "the contender")
+		grantedAt := time.Now()
+		t.Logf("the holder's Lock failed %v after the freeze, the contender granted %v after it (timeout %v)",
+			lostAt.Sub(frozen).Round(time.Millisecond), grantedAt.Sub(frozen).Round(time.Millisecond), hs.Timeout())
+		require.True(t, lostAt.Before(grantedAt))
+		require.NoError(t, lo.Unlock(ctx))
+	case <-time.After(liveWait):
+		t.Fatal("the frozen holder's Lock never returned")
+	}
+	require.ErrorIs(t, hs.Err(), zkrecipes.ErrSessionLost)
 }
