@@ -252,7 +252,7 @@ var opNames = map[int32]string{
 	zktest.OpCreate: "create", zktest.OpDelete: "delete", zktest.OpExists: "exists",
 	zktest.OpGetData: "getData", zktest.OpSetData: "setData", zktest.OpGetChildren: "getChildren",
 	zktest.OpGetChildren2: "getChildren2", zktest.OpCheck: "check", zktest.OpMulti: "multi",
-	zktest.OpCreateContainer: "createContainer",
+	zktest.OpCreateContainer: "createContainer", zktest.OpSync: "sync",
 }
 
 // A scenario is an operation of a recipe, run under a fault. The requests
