@@ -60,9 +60,11 @@ lean:
 	fi
 	@echo "lean: .ci/consumer builds with $(LEAN_GO); its go.sum has $$(cut -d' ' -f1 .ci/consumer/go.sum | sort -u | wc -l) modules, none of Docker's, moby's or testcontainers'"
 
-# Side by side with go-zookeeper's zk.Lock on one server, alternating rounds.
+# Side by side with go-zookeeper's zk.Lock, and the CachedMutex (its default
+# window, and a sync for every Lock) with the Mutex, on one server, in
+# rounds whose order rotates; requests per cycle counted on the wire.
 bench: zk-up
-	cd bench && $(GO) run ./cmd/lockbench -zk $(ZK) -sessions 1,8,32 -d 4s -rounds 9
+	cd bench && $(GO) run ./cmd/lockbench -zk $(ZK) -sessions 1,2,8,32 -d 4s -rounds 9
 
 # The same on a private 3-server ensemble at tickTime 2s (package zktest),
 # where a session whose server is a follower proves its contact with the

@@ -416,9 +416,9 @@ func TestCachedBackoff(t *testing.T) {
 // Leases of CachedMutexes and Mutexes on one path, from several sessions,
 // and go-zookeeper's zk.Lock among them, exclude each other, and their
 // fences strictly increase in the order they were granted. The sections
-// of the CachedMutexes come in bursts from several goroutines each, with
-// pauses, so that kept holdings, local hand-offs and holdings given up to
-// contenders all happen.
+// of the CachedMutexes come from two goroutines each, with pauses, all
+// together, then each CachedMutex's alone in turn, so that kept holdings,
+// local hand-offs and holdings given up to contenders all happen.
 func TestCachedFenceOrder(t *testing.T) {
 	srv := setup(t)
 	ctx := bg(t)
@@ -452,7 +452,7 @@ func TestCachedFenceOrder(t *testing.T) {
 		mu.Unlock()
 	}
 	var wg sync.WaitGroup
-	errs := make(chan error, 64)
+	errs := make(chan error, 256)
 	run := func(lock func() (*zklock.Lease, error)) {
 		defer wg.Done()
 		for i := range 40 {
@@ -476,9 +476,11 @@ func TestCachedFenceOrder(t *testing.T) {
 			}
 		}
 	}
+	var cached []*zklock.CachedMutex
 	for i := range 3 {
 		s := connect(t, srv.Addrs())
 		m := newCached(t, s, path)
+		cached = append(cached, m)
 		for range 2 {
 			wg.Add(1)
 			go run(func() (*zklock.Lease, error) { return m.Lock(ctx) })
@@ -514,6 +516,17 @@ func TestCachedFenceOrder(t *testing.T) {
 		}
 	}()
 	wg.Wait()
+	// Then each CachedMutex's two goroutines alone, in turn: the holding
+	// kept, handed from one to the other, given up to the next in turn.
+	for range 2 {
+		for _, m := range cached {
+			for range 2 {
+				wg.Add(1)
+				go run(func() (*zklock.Lease, error) { return m.Lock(ctx) })
+			}
+			wg.Wait()
+		}
+	}
 	close(errs)
 	for err := range errs {
 		t.Error(err)
@@ -524,7 +537,7 @@ func TestCachedFenceOrder(t *testing.T) {
 		require.Equal(t, 1, bytes.Compare(b[:], a[:]), "Bytes of fence %d", i)
 	}
 	t.Logf("%d leases in grant order, fences strictly increasing; %d sections granted from kept holdings", len(fences), local)
-	require.Equal(t, 6*40+2*40, len(fences))
+	require.Equal(t, 6*40+2*40+2*3*2*40, len(fences))
 	require.NotZero(t, local, "no section was granted from a kept holding: the test proves nothing of them")
 }
 
@@ -791,4 +804,38 @@ func TestCachedExpiryWhileIdle(t *testing.T) {
 		t.Fatal("the frozen holder's Lock never returned")
 	}
 	require.ErrorIs(t, hs.Err(), zkrecipes.ErrSessionLost)
+}
+
+// Once a holding lets go, it grants nothing more, whatever its sync says:
+// with a window so long that every sync stays fresh, a Lock while the
+// release is in flight (cut off, the client kept away) joins the line
+// behind the contender that made it let go, and is granted only after it.
+func TestCachedNoGrantAfterLettingGo(t *testing.T) {
+	srv := setup(t)
+	ctx := bg(t)
+	path := zktest.Path(t, "/zklock-test")
+	d := &zktest.Dropper{}
+	hs := d.Connect(t, srv.Addrs(), zkrecipes.WithSessionTimeout(20*time.Second))
+	os := connect(t, srv.Addrs())
+	t.Cleanup(func() { requireNoNodes(t, os, path) })
+	m := newCached(t, hs, path, zklock.WithFreshness(time.Hour), zklock.WithIdleRelease(time.Hour))
+	held := keepIdle(t, ctx, m)
+
+	d.Pause()
+	t.Cleanup(d.Resume)
+	d.Arm(zktest.Match{Op: zktest.OpMulti, Path: path}, zktest.AfterWrite)
+	other, err := zklock.NewMutex(os, path)
+	require.NoError(t, err)
+	got := start(ctx, other.Lock)
+	require.True(t, fired(d, 1, liveWait), "the holder's release was sent, and cut off")
+	mine := start(ctx, m.Lock)
+	notYet(t, mine, "a Lock while the release is in flight")
+	d.Resume()
+	lo := await(t, got, "the contender")
+	notYet(t, mine, "the holder's Lock while the contender holds")
+	require.NoError(t, lo.Unlock(ctx))
+	l := await(t, mine, "the holder's Lock")
+	require.Greater(t, l.Token(), lo.Token())
+	require.Greater(t, lo.Token(), held.Holding)
+	require.NoError(t, l.Unlock(ctx))
 }
