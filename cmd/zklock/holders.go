@@ -61,14 +61,19 @@ func printContenders(w io.Writer, kind string, cs []zklock.Contender, fullPath b
 		if !fullPath {
 			node = nodeName(node)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", roleText(role[i], pos[i]), node, sessionID(c.SessionID), c.Token, printable(c.Data))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", roleText(role[i], pos[i], c.Cached), node, sessionID(c.SessionID), c.Token, printable(c.Data))
 	}
 	tw.Flush()
 }
 
-// roleText is a role as the text output shows it: "holder", "waiter 2".
-func roleText(role string, position int) string {
-	if position == 0 {
+// roleText is a role as the text output shows it: "holder", "waiter 2";
+// "holder (cached)" for a CachedMutex's holder, which may be idle between
+// critical sections and lets go as soon as anyone joins.
+func roleText(role string, position int, cached bool) string {
+	switch {
+	case position == 0 && cached:
+		return role + " (cached)"
+	case position == 0:
 		return role
 	}
 	return role + " " + strconv.Itoa(position)

@@ -64,7 +64,10 @@
 //	    fencing token and data. Who holds is the recipe's own rule, as its
 //	    Contenders reports it (zklock.Contender.Holds). The recipe is told
 //	    by its nodes' names: "-elect-" an election's, "-sem-" a
-//	    semaphore's, any lock's otherwise.
+//	    semaphore's, any lock's otherwise. A zklock.CachedMutex's holder
+//	    shows as "holder (cached)" ("cached": true in JSON): it may be
+//	    idle between critical sections, kept for its process's next Lock,
+//	    and lets go as soon as anyone joins the line.
 //
 //	watch [-once] PATH
 //	    Show the line of the lock, semaphore or election at PATH, and show
