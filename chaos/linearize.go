@@ -13,6 +13,7 @@ import (
 type regInput struct {
 	Write  bool
 	Tok    int64
+	Sec    uint32
 	Expect int64 // for a write: the value its holder read
 	Value  int64 // for a write: the value written
 }
@@ -57,6 +58,9 @@ var registerModel = porcupine.Model{
 			s += " (no token)"
 		} else {
 			s += fmt.Sprintf(" tok %d", in.Tok)
+			if in.Sec > 0 {
+				s += fmt.Sprintf(".%d", in.Sec)
+			}
 		}
 		if out.Rej {
 			s += " REFUSED"
@@ -85,7 +89,7 @@ func RegisterHistory(events []record.Event, log map[string]applied) (ops []porcu
 		}
 		switch e.K {
 		case record.Call:
-			in := regInput{Write: e.F == "w", Tok: e.Tok, Expect: e.X, Value: e.V}
+			in := regInput{Write: e.F == "w", Tok: e.Tok, Sec: e.Sec, Expect: e.X, Value: e.V}
 			byOp[e.Op] = &pending{op: porcupine.Operation{ClientId: e.P, Input: in, Call: e.T}}
 			order = append(order, e.Op)
 		case record.Ret:

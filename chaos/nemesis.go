@@ -31,7 +31,12 @@ const (
 	Partition     = "partition a server" // any server, the leader half the time (not in AllFaults)
 	Freeze        = "freeze a client"    // its connections, past its session timeout, just after a grant
 	PauseProc     = "SIGSTOP a holder"   // past its session timeout, mid-hold (just after it read the register)
-	KillClient    = "kill -9 a client"   // then start a new one in its slot
+	// StopIdle stops, past its session timeout, a process just after it
+	// ended a CachedMutex section: its holding kept idle, a frozen holder
+	// holds up the next contender until its session expires, and must not
+	// grant itself a section when it wakes.
+	StopIdle   = "SIGSTOP an idle cached holder"
+	KillClient = "kill -9 a client" // then start a new one in its slot
 	// KillHead kills the process whose consumer stands at the head of the
 	// queue's line, the one that hands items out, then starts a new one in
 	// its slot: the consumer behind it must pass it over.
@@ -43,7 +48,7 @@ const (
 
 // AllFaults is every kind run by default, in the order the summary lists
 // them.
-var AllFaults = []string{KillServer, KillLeader, IsolateFollower, IsolateLeader, Freeze, PauseProc, KillClient, KillHead, StopHead}
+var AllFaults = []string{KillServer, KillLeader, IsolateFollower, IsolateLeader, Freeze, PauseProc, StopIdle, KillClient, KillHead, StopHead}
 
 // faultNames are the kinds' names for flags (-chaos.faults).
 var faultNames = map[string]string{
@@ -54,6 +59,7 @@ var faultNames = map[string]string{
 	"partition":        Partition,
 	"freeze-client":    Freeze,
 	"stop-holder":      PauseProc,
+	"stop-idle":        StopIdle,
 	"kill-client":      KillClient,
 	"kill-head":        KillHead,
 	"stop-head":        StopHead,
@@ -61,7 +67,7 @@ var faultNames = map[string]string{
 
 // ParseFaults turns a comma-separated list of fault names (kill-server,
 // kill-leader, isolate-follower, isolate-leader, partition, freeze-client,
-// stop-holder, kill-client, kill-head, stop-head; "all" for AllFaults) into
+// stop-holder, stop-idle, kill-client, kill-head, stop-head; "all" for AllFaults) into
 // kinds.
 func ParseFaults(list string) ([]string, error) {
 	var out []string
@@ -184,8 +190,11 @@ func (n *nemesis) inject(kind string) {
 		f.Start = record.Now()
 		p.Send(fmt.Sprintf("freeze %d", d.Milliseconds()))
 		time.Sleep(d)
-	case PauseProc:
+	case PauseProc, StopIdle:
 		slot := n.midWrite()
+		if kind == StopIdle {
+			slot = n.idle()
+		}
 		p := n.cs.Get(slot)
 		if p == nil {
 			return
@@ -396,6 +405,18 @@ func (n *nemesis) fresh() int {
 func (n *nemesis) midWrite() int {
 	select {
 	case slot := <-latest(n.held.reads):
+		return slot
+	case <-time.After(n.holdMax + time.Second):
+		return n.target()
+	}
+}
+
+// idle waits (up to the longest hold) for a process to end a CachedMutex
+// section, its holding then likely kept idle, and returns its slot. Else
+// target().
+func (n *nemesis) idle() int {
+	select {
+	case slot := <-latest(n.held.idle):
 		return slot
 	case <-time.After(n.holdMax + time.Second):
 		return n.target()

@@ -47,6 +47,10 @@ type Config struct {
 	// never watch Done, and hold on whatever happens; the run must then
 	// report two holders at once when one is cut off.
 	Deaf bool
+	// Bypass breaks the cached workload on purpose (see chaosclient): in
+	// hot phases, sections deaf to contenders; the run must then report
+	// contenders passed by more than the library allows.
+	Bypass bool
 }
 
 func (c *Config) defaults() {
@@ -142,8 +146,11 @@ type History struct {
 	End         int64  // when the run ended, on the shared clock
 	Remaining   int    // items left in the queue after draining
 	Converged   string // observers on the last leader
-	Settle      []Violation
-	Ensemble    Ensemble
+	// Joins is when the harness first saw each node of the lock's line
+	// (mutex and cached workloads), by path: for CheckBypass.
+	Joins    map[string]int64
+	Settle   []Violation
+	Ensemble Ensemble
 }
 
 // Death is when a killed client process was reaped.
@@ -185,6 +192,13 @@ func Run(t *testing.T, cfg Config) *Result {
 	rand.Read(b[:])
 	root := "/chaos-" + hex.EncodeToString(b[:])
 
+	watcher, err := connectAdmin(servers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close()
+	stopJoins := make(chan struct{})
+	joins := watchJoins(watcher, root+"/mutex", stopJoins)
 	var (
 		mu     sync.Mutex
 		events []record.Event
@@ -216,6 +230,9 @@ func Run(t *testing.T, cfg Config) *Result {
 			}
 			if cfg.Deaf {
 				a = append(a, "-deaf")
+			}
+			if cfg.Bypass {
+				a = append(a, "-bypass")
 			}
 			return a
 		}, sink)
@@ -266,6 +283,7 @@ func Run(t *testing.T, cfg Config) *Result {
 	})
 	t.Logf("chaos: observers converged (%v)", time.Since(begin).Round(time.Second))
 	admin.Close()
+	close(stopJoins)
 	end := record.Now()
 	cs.KillAll()
 	reg.Close()
@@ -293,6 +311,7 @@ func Run(t *testing.T, cfg Config) *Result {
 	slices.SortFunc(h.Deaths, func(a, b Death) int { return cmpInt(a.T, b.T) })
 	h.Register, h.LostUpdates = reg.Log(), reg.LostUpdates()
 	h.End, h.Remaining, h.Converged, h.Settle, h.Ensemble = end, remaining, converged, settle, ens
+	h.Joins = joins()
 	res := Check(h)
 	if cfg.Out != "" {
 		writeFiles(t, cfg.Out, res, h)
@@ -473,6 +492,9 @@ func Check(h *History) *Result {
 	if cfg.Deaf {
 		broken += "  [-deaf: holders' Done ignored ON PURPOSE]"
 	}
+	if cfg.Bypass {
+		broken += "  [-bypass: cached sections deaf to contenders ON PURPOSE]"
+	}
 	p("zkchaos: %d servers, %d client processes (%d pinned to one server), faults for %v (whole run %v), session timeout %v, holds %v-%v, seed %d%s",
 		cfg.Servers, cfg.Clients, min(max(cfg.Pinned, 0), cfg.Clients), cfg.For, h.Elapsed.Round(time.Second), cfg.SessionTimeout, cfg.HoldMin, cfg.HoldMax, cfg.Seed, broken)
 	count := map[string]int{}
@@ -487,10 +509,14 @@ func Check(h *History) *Result {
 	}
 	p("faults: %d: %s", len(h.Faults), strings.Join(fs, ", "))
 
-	// Mutex and its register.
+	// Mutex, CachedMutex (one lock: the same path) and their register.
 	mutex := Leases(evs, record.Mutex, h.Pauses, deaths, h.End)
-	vs = append(vs, CheckExclusion(mutex, 1, "mutex: one holder at a time")...)
-	vs = append(vs, CheckTokenOrder(mutex, "mutex: tokens increase")...)
+	cached := Leases(evs, record.Cached, h.Pauses, deaths, h.End)
+	lock := slices.Concat(mutex, cached)
+	vs = append(vs, CheckExclusion(lock, 1, "mutex: one holder at a time")...)
+	vs = append(vs, CheckTokenOrder(lock, "mutex: tokens increase")...)
+	waiters, worst, bv := CheckBypass(lock, h.Joins, h.Pauses, BypassWindow)
+	vs = append(vs, bv...)
 	ops, rst := RegisterHistory(evs, h.Register)
 	html := ""
 	if cfg.Out != "" {
@@ -511,6 +537,17 @@ func Check(h *History) *Result {
 	lost, before, paused := LossStats(mutex)
 	p("mutex:     %d leases; %d lost while running, %d of them reported before the next grant; %d lost while paused (SIGSTOP)%s",
 		len(mutex), lost, before, paused, wakeNote(mutex))
+	local, holdings := 0, map[int64]bool{}
+	for _, l := range cached {
+		holdings[l.Tok] = true
+		if l.Sec >= 2 {
+			local++
+		}
+	}
+	lost, before, paused = LossStats(cached)
+	p("cached:    %d sections of %d holdings, %d granted in process; %d lost while running, %d of them reported before the next grant; %d lost while paused (SIGSTOP)%s",
+		len(cached), len(holdings), local, lost, before, paused, wakeNote(cached))
+	p("bypass:    %d contenders' joins seen; at most %d sections of one holding began later than %v after a join (1 allowed)", waiters, worst, BypassWindow)
 	p("register:  %d ops (%d reads, %d writes, %d refused by fencing; %d outcomes from the register's log); lost updates: %d; porcupine: %s",
 		len(ops), rst.Reads, rst.Writes, rst.Refused, rst.FromLog, r.LostUpdates, res)
 
@@ -560,10 +597,10 @@ func Check(h *History) *Result {
 	// reported as a release, or an Ack that landed reported as a lost
 	// claim, breaks the library's promise to be honest about loss.
 	var findings []Violation
-	for _, ls := range [][]*Lease{mutex, lead, sem} {
+	for _, ls := range [][]*Lease{mutex, cached, lead, sem} {
 		for _, l := range ls {
 			if l.Misreported {
-				findings = append(findings, Violation{Rule: l.W + ": loss misreported", Detail: fmt.Sprintf("client %d.%d token %d (session 0x%x, paused: %v) was lost, and its Unlock returned %q", l.P, l.Inc, l.Tok, l.Sid, l.Paused, l.UnlockErr), At: l.Start})
+				findings = append(findings, Violation{Rule: l.W + ": loss misreported", Detail: fmt.Sprintf("client %d.%d %s (session 0x%x, paused: %v) was lost, and its Unlock returned %q", l.P, l.Inc, l.fence(), l.Sid, l.Paused, l.UnlockErr), At: l.Start})
 			}
 		}
 	}
