@@ -128,8 +128,8 @@ interop:
 test-docker:
 	GO=$(GO) bash scripts/test-docker.sh
 
-# Jepsen-style chaos suite (chaos/): Mutex with a fenced register, Election,
-# Semaphore and fairqueue, in client processes (some pinned to one server
+# Jepsen-style chaos suite (chaos/): Mutex and CachedMutex with a fenced
+# register, Election, Semaphore and fairqueue, in client processes (some pinned to one server
 # each) that hold their leases for seconds, on a 3-server ensemble, under
 # kill -9 of servers and of the leader, a follower with a holder on it and
 # the leader cut off from their peers while their clients still reach them,
@@ -140,7 +140,8 @@ test-docker:
 # violation, and then keeps the servers' logs and data in $(CHAOS_OUT).
 # Then the self-tests: with the clients broken on purpose the same checks
 # must report lost updates, two holders at once and contenders passed by a
-# cache deaf to them, and unbroken they must not. All three tests run whatever the first finds. Longer:
+# cache deaf to them, and unbroken they must not. All the tests run
+# whatever the first finds. Longer:
 # CHAOS_FOR=30m make chaos; some faults only:
 # CHAOS_FLAGS=-chaos.faults=isolate-follower (or kill-head,stop-head: the queue's head).
 # chaos/ is a module of its own: the tests run from there.
