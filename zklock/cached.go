@@ -7,11 +7,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/internal/line"
 	"github.com/zkrecipes/zkrecipes/internal/owner"
 	"github.com/zkrecipes/zkrecipes/internal/session"
 	"github.com/zkrecipes/zkrecipes/internal/telemetry"
+	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
 // CachedMutex is a Mutex whose holder keeps its place at the head of the
@@ -218,7 +221,31 @@ func (m *CachedMutex) join(ctx context.Context, wait bool) (l *Lease, again bool
 	if err != nil {
 		return nil, false, fmt.Errorf("zklock: lock %s: %w", m.dir, err)
 	}
+	if h.DirEv == nil && !h.Behind {
+		m.watchAlone(ctx, h)
+	}
 	return m.hold(h), false, nil
+}
+
+// watchAlone sets the directory's child watch for h, a holding that the
+// line's last listing showed alone but that has no such watch (the
+// listing sent with the create went out ahead of it, or the client
+// reconnected): a listing with the watch that shows it alone still lets
+// it be kept. One round trip, on the Lock's ctx; on any failure h stays as
+// it is, a holding that is not kept.
+func (m *CachedMutex) watchAlone(ctx context.Context, h *line.Held) {
+	gen := m.s.NextReconnect() // before the listing: its watch holds on that connection
+	type listing struct {
+		children []string
+		ev       <-chan zk.Event
+	}
+	l, err := znode.Do(ctx, func() (listing, error) {
+		children, _, ev, err := m.s.Conn().ChildrenW(m.dir)
+		return listing{children, ev}, err
+	})
+	if err == nil && line.Alone(l.children, line.Exclusive, h.Path[len(m.dir)+1:]) {
+		h.DirEv, h.Reconnect = l.ev, gen
+	}
 }
 
 // hold makes the lease of a holding acquired on the normal path: the first

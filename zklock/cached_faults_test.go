@@ -60,6 +60,38 @@ var cachedScenarios = []cachedScenario{
 		},
 	},
 	{
+		// A Lock whose create goes out after the listing sent with it
+		// (forced: the create held back until that listing is sent): it
+		// holds from a listing of its own, with no child watch, and lists
+		// again with one, to be kept (watchAlone). That listing is the
+		// request aimed at; cut, or with its ctx ended, the lease is a
+		// Mutex's, held all the same.
+		name: "lock-relist", ops: []int32{zktest.OpGetChildren2},
+		run: func(t *testing.T, ctx context.Context, e faultEnv, m *zklock.CachedMutex, f fault) {
+			cycle(t, ctx, m) // the directory
+			require.NoError(t, m.Release(ctx))
+			base := e.d.Fired()
+			e.d.Hold(zktest.Match{Op: zktest.OpCreate, Path: e.path}, zktest.Match{Op: zktest.OpGetChildren2, Path: e.path, Watch: true})
+			fctx, cancel := f.ctx(ctx)
+			defer cancel()
+			got := start(fctx, m.Lock)
+			if _, byCtx := f.(ctxFault); !byCtx {
+				require.Eventually(t, func() bool { return e.d.Fired() > base }, liveWait, 50*time.Microsecond, "the create was held back behind the listing")
+				f.arm(e) // the next listing with a watch: watchAlone's
+			}
+			r := <-got
+			f.returned()
+			f.settle(e)
+			e.d.Disarm()
+			if _, byCtx := f.(ctxFault); r.err != nil {
+				require.True(t, byCtx && isCtxErr(r.err), "Lock with a %v: %v", f, r.err)
+				return
+			}
+			requireHeld(t, holding{Lease: r.l}, fmt.Sprintf("Lock with a %v", f))
+			require.NoError(t, r.l.Unlock(ctx))
+		},
+	},
+	{
 		// A Lock waiting in process behind another goroutine's section.
 		// Sends nothing; only its ctx faults.
 		name: "lock-local",

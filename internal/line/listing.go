@@ -22,11 +22,14 @@ func (e *Entry) Listing() []string {
 // not used it yet, shows our node alone in the line: Wait will find that we
 // hold, with no one behind us. False when there is no such listing.
 func (e *Entry) Alone() bool {
-	if e.first == nil {
-		return false
-	}
-	l, foreign := Parse(e.first, e.spec.Kind)
-	return foreign == "" && len(l) == 1 && l[0].Name == e.name
+	return e.first != nil && Alone(e.first, e.spec.Kind, e.name)
+}
+
+// Alone reports whether the listing children shows the node called name
+// alone in a line of kind's family, with no contender of another.
+func Alone(children []string, kind Kind, name string) bool {
+	l, foreign := Parse(children, kind)
+	return foreign == "" && len(l) == 1 && l[0].Name == name
 }
 
 // NewPrefix returns a fresh name prefix for a node of spec's, as Join makes
