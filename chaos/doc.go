@@ -6,10 +6,12 @@
 // can be cut (zktest.StartLinkedCluster), a fenced register (see
 // [Register]) and a few client processes (cmd/chaosclient), each running
 // every workload: a Mutex guarding read-modify-writes of the register, a
-// CachedMutex on the same path guarding the same register (two goroutines
-// per process, calm phases of long holds between which the holding may be
-// kept idle, and hot phases of sections back to back), an Election with
-// observers, a Semaphore, and a fairqueue with producers and consumers. Holders hold for real: a lease for 0.5 to 4 s (the register's
+// CachedMutex guarding those of a register of its own (phases a few
+// seconds apart, when the lock may be free: calm ones, a long hold then
+// short sections between which the holding may be kept idle, and hot ones,
+// sections back to back from two goroutines; a Mutex on its path now and
+// then), an Election with observers, a Semaphore, and a fairqueue with
+// producers and consumers. Holders hold for real: a lease for 0.5 to 4 s (the register's
 // read-modify-write first), one job in eight for up to 4 s. The first
 // clients are pinned, one to each server, so that every server has
 // holders on it.
@@ -44,8 +46,8 @@
 //     only if it was confirmed). No two of the mutex's or the election's
 //     may overlap, no more than the semaphore's permits, no two claims of
 //     one item: the library promises a holder is told of a loss before
-//     anyone else is granted (the mutex's and the CachedMutex's leases,
-//     each section a lease, are one lock);
+//     anyone else is granted (each CachedMutex section is a lease, and the
+//     Mutex's leases on its path count with them);
 //   - register: the history of reads and writes, checked for
 //     linearizability with porcupine against a register written only by
 //     read-modify-writes, so that any lost update is caught; its HTML

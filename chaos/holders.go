@@ -76,9 +76,9 @@ func (h *holders) note(e record.Event) {
 		if e.W == record.Cached && e.K == record.Unlocked && e.Err == "" {
 			signal(h.idle, e.P) // its holding is likely kept idle now
 		}
-	case e.W == record.Mutex && e.K == record.Ret && e.F == "r" && !e.Rej:
+	case (e.W == record.Mutex || e.W == record.Cached) && e.K == record.Ret && e.F == "r" && !e.Rej:
 		for _, x := range slot {
-			if x.W == record.Mutex || x.W == record.Cached {
+			if x.W == e.W {
 				signal(h.reads, e.P)
 				break
 			}

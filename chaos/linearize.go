@@ -77,6 +77,11 @@ var registerModel = porcupine.Model{
 // register's log, and the time the register applied it as its response
 // time; one the register never received did not happen and is left out.
 func RegisterHistory(events []record.Event, log map[string]applied) (ops []porcupine.Operation, stats RegisterStats) {
+	return RegisterHistoryOf(events, record.Mutex, log)
+}
+
+// RegisterHistoryOf is RegisterHistory of the register of workload w.
+func RegisterHistoryOf(events []record.Event, w string, log map[string]applied) (ops []porcupine.Operation, stats RegisterStats) {
 	type pending struct {
 		op  porcupine.Operation
 		ret bool
@@ -84,7 +89,7 @@ func RegisterHistory(events []record.Event, log map[string]applied) (ops []porcu
 	byOp := map[string]*pending{}
 	var order []string
 	for _, e := range Ordered(events) {
-		if e.W != record.Mutex {
+		if e.W != w {
 			continue
 		}
 		switch e.K {

@@ -146,8 +146,11 @@ type History struct {
 	End         int64  // when the run ended, on the shared clock
 	Remaining   int    // items left in the queue after draining
 	Converged   string // observers on the last leader
-	// Joins is when the harness first saw each node of the lock's line
-	// (mutex and cached workloads), by path: for CheckBypass.
+	// The cached workload's register.
+	CachedRegister    map[string]applied
+	CachedLostUpdates int
+	// Joins is when the harness first saw each node of the cached
+	// workload's line, by path: for CheckBypass.
 	Joins    map[string]int64
 	Settle   []Violation
 	Ensemble Ensemble
@@ -187,6 +190,11 @@ func Run(t *testing.T, cfg Config) *Result {
 		t.Fatal(err)
 	}
 	defer reg.Close()
+	regC, err := StartRegister() // the cached workload's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer regC.Close()
 	bin := zktest.BuildProgram(t, "github.com/zkrecipes/zkrecipes/chaos/cmd/chaosclient")
 	var b [4]byte
 	rand.Read(b[:])
@@ -198,7 +206,7 @@ func Run(t *testing.T, cfg Config) *Result {
 	}
 	defer watcher.Close()
 	stopJoins := make(chan struct{})
-	joins := watchJoins(watcher, root+"/mutex", stopJoins)
+	joins := watchJoins(watcher, root+"/cached", stopJoins)
 	var (
 		mu     sync.Mutex
 		events []record.Event
@@ -217,7 +225,7 @@ func Run(t *testing.T, cfg Config) *Result {
 	cs := NewClients(bin, cfg.Clients, logs,
 		func(slot, inc int) []string {
 			a := []string{
-				"-zk", strings.Join(servers, ","), "-root", root, "-register", reg.Addr(),
+				"-zk", strings.Join(servers, ","), "-root", root, "-register", reg.Addr(), "-register-cached", regC.Addr(),
 				"-slot", itoa(slot), "-inc", itoa(inc), "-session", cfg.SessionTimeout.String(),
 				"-permits", itoa(cfg.Permits), "-hold-min", cfg.HoldMin.String(), "-hold-max", cfg.HoldMax.String(),
 				"-work", cfg.Work.String(), "-job-hold", cfg.JobHold.String(), "-job-long", cfg.JobLong.String(), "-pin", itoa(cfg.pin(slot)),
@@ -287,6 +295,7 @@ func Run(t *testing.T, cfg Config) *Result {
 	end := record.Now()
 	cs.KillAll()
 	reg.Close()
+	regC.Close()
 
 	// The servers, each read alone: the killed clients' sessions expire
 	// meanwhile, so it reads again until they agree, for a while.
@@ -310,6 +319,7 @@ func Run(t *testing.T, cfg Config) *Result {
 	}
 	slices.SortFunc(h.Deaths, func(a, b Death) int { return cmpInt(a.T, b.T) })
 	h.Register, h.LostUpdates = reg.Log(), reg.LostUpdates()
+	h.CachedRegister, h.CachedLostUpdates = regC.Log(), regC.LostUpdates()
 	h.End, h.Remaining, h.Converged, h.Settle, h.Ensemble = end, remaining, converged, settle, ens
 	h.Joins = joins()
 	res := Check(h)
@@ -509,14 +519,10 @@ func Check(h *History) *Result {
 	}
 	p("faults: %d: %s", len(h.Faults), strings.Join(fs, ", "))
 
-	// Mutex, CachedMutex (one lock: the same path) and their register.
+	// Mutex and its register.
 	mutex := Leases(evs, record.Mutex, h.Pauses, deaths, h.End)
-	cached := Leases(evs, record.Cached, h.Pauses, deaths, h.End)
-	lock := slices.Concat(mutex, cached)
-	vs = append(vs, CheckExclusion(lock, 1, "mutex: one holder at a time")...)
-	vs = append(vs, CheckTokenOrder(lock, "mutex: tokens increase")...)
-	waiters, worst, bv := CheckBypass(lock, h.Joins, h.Pauses, BypassWindow)
-	vs = append(vs, bv...)
+	vs = append(vs, CheckExclusion(mutex, 1, "mutex: one holder at a time")...)
+	vs = append(vs, CheckTokenOrder(mutex, "mutex: tokens increase")...)
 	ops, rst := RegisterHistory(evs, h.Register)
 	html := ""
 	if cfg.Out != "" {
@@ -537,6 +543,35 @@ func Check(h *History) *Result {
 	lost, before, paused := LossStats(mutex)
 	p("mutex:     %d leases; %d lost while running, %d of them reported before the next grant; %d lost while paused (SIGSTOP)%s",
 		len(mutex), lost, before, paused, wakeNote(mutex))
+	p("register:  %d ops (%d reads, %d writes, %d refused by fencing; %d outcomes from the register's log); lost updates: %d; porcupine: %s",
+		len(ops), rst.Reads, rst.Writes, rst.Refused, rst.FromLog, r.LostUpdates, res)
+
+	// CachedMutex: its sections and a Mutex's leases on one path, and their
+	// register.
+	cached := Leases(evs, record.Cached, h.Pauses, deaths, h.End)
+	vs = append(vs, CheckExclusion(cached, 1, "cached: one holder at a time")...)
+	vs = append(vs, CheckTokenOrder(cached, "cached: fences increase")...)
+	waiters, worst, bv := CheckBypass(cached, h.Joins, h.Pauses, BypassWindow)
+	vs = append(vs, bv...)
+	cops, crst := RegisterHistoryOf(evs, record.Cached, h.CachedRegister)
+	chtml := ""
+	if cfg.Out != "" {
+		chtml = filepath.Join(cfg.Out, "register-cached.html")
+	}
+	cres, crv, err := CheckRegister(cops, chtml, 5*time.Minute)
+	if err != nil {
+		crv = append(crv, Violation{Rule: "register visualisation", Detail: err.Error()})
+	}
+	for i := range crv {
+		crv[i].Rule = "cached: " + crv[i].Rule
+	}
+	vs = append(vs, crv...)
+	if h.CachedLostUpdates > 0 {
+		vs = append(vs, Violation{Rule: "cached: no lost update", Detail: fmt.Sprintf("the register accepted %d writes on top of a value their writer had not read", h.CachedLostUpdates)})
+	}
+	if crst.Mismatch > 0 {
+		vs = append(vs, Violation{Rule: "cached: register log", Detail: fmt.Sprintf("%d answers differ between client and register", crst.Mismatch)})
+	}
 	local, holdings := 0, map[int64]bool{}
 	for _, l := range cached {
 		holdings[l.Tok] = true
@@ -549,8 +584,7 @@ func Check(h *History) *Result {
 		len(cached), len(holdings), local, lost, before, paused, wakeNote(cached))
 	p("bypass:    %d contenders' joins seen; at most %d sections of one holding began later than %v after a join (1 allowed)", waiters, worst, BypassWindow)
 	p("register:  %d ops (%d reads, %d writes, %d refused by fencing; %d outcomes from the register's log); lost updates: %d; porcupine: %s",
-		len(ops), rst.Reads, rst.Writes, rst.Refused, rst.FromLog, r.LostUpdates, res)
-
+		len(cops), crst.Reads, crst.Writes, crst.Refused, crst.FromLog, h.CachedLostUpdates, cres)
 	// Election.
 	lead := Leases(evs, record.Election, h.Pauses, deaths, h.End)
 	vs = append(vs, CheckExclusion(lead, 1, "election: one leader at a time")...)

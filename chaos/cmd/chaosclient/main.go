@@ -18,12 +18,15 @@
 //   - semaphore: Acquire one of the permits, hold it, Unlock.
 //   - queue: Put (only with -produce), and Take, work up to -job-hold (one
 //     job in eight: up to -job-long, seconds, as a lease is held), then Ack.
-//   - cached: a CachedMutex on the mutex's path, guarding the same register
-//     with each section's Fence, shared by two goroutines of the process,
-//     in phases: calm ones, as the mutex workload (long holds, the
-//     read-modify-write first, a pause between them in which the holding
-//     may be kept idle), and hot ones, a second or two of sections back to
-//     back, a read-modify-write each.
+//   - cached: a CachedMutex on a path of its own, guarding a register of
+//     its own (-register-cached) with each section's Fence, in phases
+//     apart by one to six seconds (when the lock may be free): calm ones,
+//     one to three sections, the first held as a mutex lease is (the
+//     read-modify-write first), the others briefly, after pauses in which
+//     the holding may be kept idle; and hot ones, a second or two of
+//     sections back to back from two goroutines sharing the CachedMutex, a
+//     read-modify-write each. A Mutex on the same path now and then (every
+//     three to ten seconds, held briefly) is a plain contender among them.
 //
 // A holder told of its loss (Done closed) stops holding at once and
 // releases.
@@ -79,6 +82,7 @@ type client struct {
 	servers  []string
 	root     string
 	reg      string
+	regC     string // the cached workload's register
 	timeout  time.Duration
 	holdMin  time.Duration // a lease is held between holdMin and holdMax
 	holdMax  time.Duration
@@ -102,6 +106,7 @@ func main() {
 		zkAddrs = flag.String("zk", "", "ZooKeeper servers, comma-separated")
 		root    = flag.String("root", "/chaos", "znode under which the workloads live")
 		reg     = flag.String("register", "", "address of the fenced register")
+		regC    = flag.String("register-cached", "", "address of the cached workload's fenced register")
 		slot    = flag.Int("slot", 0, "this client's slot")
 		inc     = flag.Int("inc", 0, "incarnation of the slot")
 		timeout = flag.Duration("session", 3*time.Second, "session timeout")
@@ -130,7 +135,7 @@ func main() {
 		fail(fmt.Errorf("-hold-min %v, -hold-max %v: need 0 < min <= max", *holdMin, *holdMax))
 	}
 	c := &client{
-		servers: servers, root: *root, reg: *reg,
+		servers: servers, root: *root, reg: *reg, regC: *regC,
 		timeout: *timeout, holdMin: *holdMin, holdMax: *holdMax, work: *work, jobHold: *jobHold, jobLong: *jobLong,
 		permits: *permits, unfenced: *unfence, deaf: *deaf, bypass: *bypass, produce: *produce,
 		out:   record.NewWriter(os.Stdout, *slot, *inc),
@@ -316,7 +321,7 @@ func (c *client) release(w string, l *zklock.Lease, end func(context.Context) er
 }
 
 func (c *client) mutex(ctx context.Context) {
-	reg := &register{addr: c.reg, out: c.out}
+	reg := &register{addr: c.reg, out: c.out, w: record.Mutex}
 	defer reg.close()
 	c.sessions(ctx, true, func(ctx context.Context, s *zkrecipes.Session) {
 		m, err := zklock.NewMutex(s, c.root+"/mutex")
@@ -340,28 +345,50 @@ func (c *client) mutex(ctx context.Context) {
 	})
 }
 
-// cached is the CachedMutex workload: two goroutines share one
-// CachedMutex, each in phases of its own, calm or hot.
+// cached is the CachedMutex workload (see the top of this file): phases
+// of sections, a Mutex now and then beside it.
 func (c *client) cached(ctx context.Context) {
+	path := c.root + "/cached"
 	c.sessions(ctx, true, func(ctx context.Context, s *zkrecipes.Session) {
-		m, err := zklock.NewCachedMutex(s, c.root+"/mutex")
+		m, err := zklock.NewCachedMutex(s, path)
 		if err != nil {
 			fail(err)
 		}
+		plain, err := zklock.NewMutex(s, path)
+		if err != nil {
+			fail(err)
+		}
+		newReg := func() *register { return &register{addr: c.regC, out: c.out, w: record.Cached} }
 		var wg sync.WaitGroup
-		for range 2 {
-			wg.Go(func() {
-				reg := &register{addr: c.reg, out: c.out}
-				defer reg.close()
-				for ctx.Err() == nil && !c.quiesced() {
-					if rand.IntN(3) == 0 {
-						c.cachedHot(ctx, s, m, reg, time.Second+jitter(time.Second))
-					} else {
-						c.cachedSection(ctx, s, m, reg, c.work, c.holdFor())
-					}
-					sleep(ctx, jitter(300*time.Millisecond))
-				}
-			})
+		wg.Go(func() {
+			reg := newReg()
+			defer reg.close()
+			for waited(ctx, 3*time.Second+jitter(7*time.Second)) && !c.quiesced() {
+				c.section(ctx, s, plain.Lock, reg, c.work, 100*time.Millisecond+jitter(400*time.Millisecond))
+			}
+		})
+		reg := newReg()
+		defer reg.close()
+		for waited(ctx, time.Second+jitter(5*time.Second)) && !c.quiesced() {
+			if rand.IntN(3) == 0 {
+				d := time.Second + jitter(time.Second)
+				var hot sync.WaitGroup
+				hot.Go(func() { c.cachedHot(ctx, s, m, reg, d) })
+				hot.Go(func() {
+					reg := newReg()
+					defer reg.close()
+					c.cachedHot(ctx, s, m, reg, d)
+				})
+				hot.Wait()
+				continue
+			}
+			if !c.section(ctx, s, m.Lock, reg, c.work, c.holdFor()) {
+				continue
+			}
+			for range rand.IntN(3) {
+				sleep(ctx, 20*time.Millisecond+jitter(80*time.Millisecond))
+				c.section(ctx, s, m.Lock, reg, time.Millisecond, 50*time.Millisecond+jitter(250*time.Millisecond))
+			}
 		}
 		wg.Wait()
 		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -370,12 +397,13 @@ func (c *client) cached(ctx context.Context) {
 	})
 }
 
-// cachedSection takes one section and holds it for about d, its
-// read-modify-write taking about work; false if no section was granted.
-func (c *client) cachedSection(ctx context.Context, s *zkrecipes.Session, m *zklock.CachedMutex, reg *register, work, d time.Duration) bool {
+// section takes one lease of the cached workload's path with lock (a
+// CachedMutex's or a Mutex's) and holds it for about d, its
+// read-modify-write taking about work; false if none was granted.
+func (c *client) section(ctx context.Context, s *zkrecipes.Session, lock func(context.Context) (*zklock.Lease, error), reg *register, work, d time.Duration) bool {
 	c.out.Emit(record.Event{W: record.Cached, K: record.Acquiring, Sid: s.ID()})
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	l, err := m.Lock(lctx)
+	l, err := lock(lctx)
 	cancel()
 	if err != nil {
 		return false
@@ -395,7 +423,7 @@ func (c *client) cachedHot(ctx context.Context, s *zkrecipes.Session, m *zklock.
 	until := time.Now().Add(d)
 	if !c.bypass {
 		for time.Now().Before(until) && ctx.Err() == nil {
-			if !c.cachedSection(ctx, s, m, reg, time.Millisecond, 0) {
+			if !c.section(ctx, s, m.Lock, reg, time.Millisecond, 0) {
 				return
 			}
 		}
@@ -597,35 +625,36 @@ func (c *client) watchJob(j *fairqueue.Job) chan struct{} {
 type register struct {
 	addr string
 	out  *record.Writer
+	w    string // the workload whose register it is
 	conn net.Conn
 	rd   *bufio.Reader
 }
 
 func (r *register) read(op string, tok zklock.Fence) (int64, bool) {
-	r.out.Emit(record.Event{W: record.Mutex, K: record.Call, Op: op, F: "r", Tok: tok.Holding, Sec: tok.Section})
+	r.out.Emit(record.Event{W: r.w, K: record.Call, Op: op, F: "r", Tok: tok.Holding, Sec: tok.Section})
 	reply, err := r.do(fmt.Sprintf("R %s %s\n", op, fenceArg(tok)))
 	if err != nil {
 		return 0, false // no reply: the harness's log of the register says what happened
 	}
 	if reply == "REJ" {
-		r.out.Emit(record.Event{W: record.Mutex, K: record.Ret, Op: op, F: "r", Rej: true})
+		r.out.Emit(record.Event{W: r.w, K: record.Ret, Op: op, F: "r", Rej: true})
 		return 0, false
 	}
 	v, err := strconv.ParseInt(strings.TrimPrefix(reply, "OK "), 10, 64)
 	if err != nil {
 		fail(fmt.Errorf("register: %q", reply))
 	}
-	r.out.Emit(record.Event{W: record.Mutex, K: record.Ret, Op: op, F: "r", V: v})
+	r.out.Emit(record.Event{W: r.w, K: record.Ret, Op: op, F: "r", V: v})
 	return v, true
 }
 
 func (r *register) write(op string, tok zklock.Fence, expect, v int64) {
-	r.out.Emit(record.Event{W: record.Mutex, K: record.Call, Op: op, F: "w", Tok: tok.Holding, Sec: tok.Section, X: expect, V: v})
+	r.out.Emit(record.Event{W: r.w, K: record.Call, Op: op, F: "w", Tok: tok.Holding, Sec: tok.Section, X: expect, V: v})
 	reply, err := r.do(fmt.Sprintf("W %s %s %d %d\n", op, fenceArg(tok), expect, v))
 	if err != nil {
 		return
 	}
-	r.out.Emit(record.Event{W: record.Mutex, K: record.Ret, Op: op, F: "w", Rej: reply == "REJ"})
+	r.out.Emit(record.Event{W: r.w, K: record.Ret, Op: op, F: "w", Rej: reply == "REJ"})
 }
 
 // fenceArg is a fence as the register reads it: "tok", or "tok.sec" for a
@@ -670,6 +699,12 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-time.After(d):
 	case <-ctx.Done():
 	}
+}
+
+// waited sleeps d and reports whether ctx is still live.
+func waited(ctx context.Context, d time.Duration) bool {
+	sleep(ctx, d)
+	return ctx.Err() == nil
 }
 
 func jitter(d time.Duration) time.Duration {
