@@ -389,9 +389,13 @@ func (n *nemesis) target() int {
 // fresh waits (up to the longest hold) for a client to be granted the
 // mutex, and returns its slot: cut off now, it is cut off for the most of
 // its hold. Else target().
-func (n *nemesis) fresh() int {
+func (n *nemesis) fresh() int { return n.next(n.held.grants) }
+
+// next waits (up to the longest hold) for a slot signalled on ch after
+// now, and returns it; else target().
+func (n *nemesis) next(ch chan int) int {
 	select {
-	case slot := <-latest(n.held.grants):
+	case slot := <-latest(ch):
 		return slot
 	case <-time.After(n.holdMax + time.Second):
 		return n.target()
@@ -402,26 +406,12 @@ func (n *nemesis) fresh() int {
 // the register, and returns its slot: stopped now, it wakes past its lease
 // with its write still to do. Kleppmann's scenario. Else a holder of
 // anything (target).
-func (n *nemesis) midWrite() int {
-	select {
-	case slot := <-latest(n.held.reads):
-		return slot
-	case <-time.After(n.holdMax + time.Second):
-		return n.target()
-	}
-}
+func (n *nemesis) midWrite() int { return n.next(n.held.reads) }
 
 // idle waits (up to the longest hold) for a process to end a CachedMutex
 // section, its holding then likely kept idle, and returns its slot. Else
 // target().
-func (n *nemesis) idle() int {
-	select {
-	case slot := <-latest(n.held.idle):
-		return slot
-	case <-time.After(n.holdMax + time.Second):
-		return n.target()
-	}
-}
+func (n *nemesis) idle() int { return n.next(n.held.idle) }
 
 // heal ends every fault left: it is called after run, which heals each
 // fault before the next, so this is a safety net.

@@ -221,7 +221,7 @@ func (m *CachedMutex) join(ctx context.Context, wait bool) (l *Lease, again bool
 	if err != nil {
 		return nil, false, fmt.Errorf("zklock: lock %s: %w", m.dir, err)
 	}
-	if h.DirEv == nil && !h.Behind {
+	if h.DirEv == nil && !h.Behind && !h.Waited {
 		m.watchAlone(ctx, h)
 	}
 	return m.hold(h), false, nil
@@ -249,10 +249,12 @@ func (m *CachedMutex) watchAlone(ctx context.Context, h *line.Held) {
 }
 
 // hold makes the lease of a holding acquired on the normal path: the first
-// section of a kept holding when it may be kept, else a Mutex's lease.
+// section of a kept holding when it may be kept (acquired without waiting,
+// with nobody behind it and the directory's watch unfired), else a Mutex's
+// lease.
 func (m *CachedMutex) hold(h *line.Held) *Lease {
 	m.mu.Lock()
-	keep := h.DirEv != nil && !h.Behind && m.kept == nil
+	keep := !h.Waited && h.DirEv != nil && !h.Behind && m.kept == nil
 	if keep && m.skip > 0 {
 		m.skip--
 		keep = false

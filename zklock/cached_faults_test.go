@@ -262,31 +262,13 @@ func runCachedFaults(t *testing.T, faults func(sc cachedScenario) []fault) {
 				requireHit(t, f.hit(e), sc.name, f)
 			})
 		}
-		var ended, returned []time.Duration
-		for _, f := range fs {
-			if cf, ok := f.(ctxFault); ok && cf.probe.seen {
-				if cf.probe.returned {
-					returned = append(returned, cf.end)
-				} else {
-					ended = append(ended, cf.end)
-				}
-			}
-		}
-		zktest.RequireCtxBothWays(t, "CachedMutex/"+sc.name, ended, returned, false)
+		requireCtxBothWays(t, "CachedMutex/"+sc.name, fs)
 	}
 }
 
 // Fault (1) for the CachedMutex and Multi.
 func TestFaultDropCachedMutex(t *testing.T) {
-	runCachedFaults(t, func(sc cachedScenario) []fault {
-		var fs []fault
-		for _, op := range sc.ops {
-			for _, mode := range []zktest.Mode{zktest.AfterWrite, zktest.LoseReply, zktest.BeforeWrite} {
-				fs = append(fs, dropFault{op: op, mode: mode, base: new(int)})
-			}
-		}
-		return fs
-	})
+	runCachedFaults(t, func(sc cachedScenario) []fault { return dropFaults(sc.ops) })
 }
 
 // Fault (2) for the CachedMutex and Multi.
@@ -295,10 +277,6 @@ func TestFaultCtxCachedMutex(t *testing.T) {
 		if sc.holder {
 			return nil
 		}
-		var fs []fault
-		for _, end := range zktest.CtxEnds() {
-			fs = append(fs, ctxFault{end: end, probe: &ctxProbe{}})
-		}
-		return fs
+		return ctxFaults()
 	})
 }

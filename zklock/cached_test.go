@@ -694,9 +694,10 @@ func TestCachedUnlockEndedCtx(t *testing.T) {
 	other, err := zklock.NewMutex(connect(t, srv.Addrs()), path)
 	require.NoError(t, err)
 	got := start(ctx, other.Lock)
-	waitNodes(t, hs, path, 2)
+	// The contender's join: the Lock waiting in process joins the line
+	// behind it at once.
+	require.Eventually(t, func() bool { return len(children(t, hs, path)) == 3 }, liveWait, time.Millisecond, "the contender's and the in-process waiter's nodes")
 	_ = l.Unlock(ended)
-	// The Lock waiting in process joins the line behind the contender.
 	lo := await(t, got, "the contender, after an Unlock with an ended ctx")
 	require.NoError(t, lo.Unlock(ctx))
 	lw := await(t, waiting, "the Lock that waited in process")

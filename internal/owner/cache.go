@@ -189,20 +189,10 @@ func (o *Owner) Park(ctx context.Context, sec *Section) error {
 	if !o.handOver(r) {
 		return sec.unlockResult(o.released)
 	}
-	select {
-	case err := <-r.reply:
-		return err
-	case <-ctx.Done():
-		select {
-		case err := <-r.reply:
-			return err
-		default:
-		}
-		if sec.Err() != nil {
-			return sec.unlockResult(o.released)
-		}
-		return context.Cause(ctx)
-	}
+	err, _ := o.await(ctx, r, func() (error, bool) {
+		return sec.unlockResult(o.released), sec.Err() != nil
+	})
+	return err
 }
 
 // Drop lets the holding go: an idle one's node is released now, and nil
@@ -214,27 +204,9 @@ func (o *Owner) Drop(ctx context.Context) error {
 	if !o.handOver(r) {
 		return nil
 	}
-	select {
-	case err := <-r.reply:
-		return o.dropped(err)
-	case <-ctx.Done():
-		select {
-		case err := <-r.reply:
-			return o.dropped(err)
-		default:
-		}
-		if o.Err() != nil {
-			return nil
-		}
-		return context.Cause(ctx)
-	}
-}
-
-// dropped is what Drop returns for its release's outcome: a loss leaves
-// nothing held either.
-func (o *Owner) dropped(err error) error {
+	err, _ := o.await(ctx, r, func() (error, bool) { return nil, o.Err() != nil })
 	if errors.Is(err, o.lostErr) {
-		return nil
+		return nil // a loss leaves nothing held either
 	}
 	return err
 }

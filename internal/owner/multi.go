@@ -33,17 +33,11 @@ func (o *Owner) Multi(ctx context.Context, sec *Section, ops []any) ([]zk.MultiR
 	if !o.handOver(r) {
 		return nil, o.notSent(sec)
 	}
-	select {
-	case err := <-r.reply:
-		return r.res, err
-	case <-ctx.Done():
-		select {
-		case err := <-r.reply:
-			return r.res, err
-		default:
-		}
-		return nil, context.Cause(ctx)
+	err, answered := o.await(ctx, r, nil)
+	if !answered {
+		return nil, err
 	}
+	return r.res, err // set before the answer
 }
 
 // notSent is the error of a multi refused because sec (or, with no

@@ -243,22 +243,37 @@ func (o *Owner) ask(ctx context.Context, r *request) error {
 	if !o.handOver(r) {
 		return o.closedAnswer(r)
 	}
+	// A release whose outcome is decided by now gets it, not a "maybe":
+	// the holding has ended (released or lost).
+	err, _ := o.await(ctx, r, func() (error, bool) {
+		if r.release != nil && o.Err() != nil {
+			return o.final(r.kind), true
+		}
+		return nil, false
+	})
+	return err
+}
+
+// await waits for r's answer (answered) or for ctx to end. Once ctx has
+// ended, an answer there by now wins; then decided, when not nil, may say
+// what r gets although unanswered (its outcome decided by the end of what
+// it asks about); else ctx's cause.
+func (o *Owner) await(ctx context.Context, r *request, decided func() (error, bool)) (err error, answered bool) {
 	select {
 	case err := <-r.reply:
-		return err
+		return err, true
 	case <-ctx.Done():
-		// A release whose outcome is decided by now gets it, not a
-		// "maybe": the holding has ended (released or lost), or the
-		// answer is there.
 		select {
 		case err := <-r.reply:
-			return err
+			return err, true
 		default:
 		}
-		if r.release != nil && o.Err() != nil {
-			return o.final(r.kind)
+		if decided != nil {
+			if err, ok := decided(); ok {
+				return err, false
+			}
 		}
-		return context.Cause(ctx)
+		return context.Cause(ctx), false
 	}
 }
 
