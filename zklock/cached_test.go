@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -102,6 +103,18 @@ func keepIdle(t *testing.T, ctx context.Context, m *zklock.CachedMutex) zklock.F
 	}
 	t.Fatal("no section granted from a kept holding in 10 Locks")
 	return zklock.Fence{}
+}
+
+// settled waits until nothing more is counted on wire for a moment: the
+// background sync of the last section answered.
+func settled(wire *zktest.Counter) {
+	for {
+		before := wire.ByOp()
+		time.Sleep(20 * time.Millisecond)
+		if maps.Equal(before, wire.ByOp()) {
+			return
+		}
+	}
 }
 
 // A foreign joiner is a contender of another client, made by hand as that
@@ -206,6 +219,7 @@ func TestCachedIdleReleasesOnJoin(t *testing.T) {
 			path := zktest.Path(t, "/zklock-test")
 			m, hs, hw := countedCached(t, srv.Addrs(), path, zklock.WithIdleRelease(time.Minute))
 			held := keepIdle(t, ctx, m)
+			settled(hw)
 			cs, err := m.Contenders(ctx)
 			require.NoError(t, err)
 			require.Len(t, cs, 1)
