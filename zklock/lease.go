@@ -14,7 +14,8 @@ import (
 )
 
 // Lease is one holding of a lock, a read or write lock, a semaphore permit
-// or a leadership.
+// or a leadership; for a CachedMutex, one critical section of a holding
+// (see CachedMutex).
 //
 // It ends when released (Unlock) or lost. It is lost when its session is
 // over (expired, declared lost by the client before the ensemble could
@@ -26,8 +27,9 @@ import (
 // A node deleted or written by another client is told when the watch fires,
 // which is when the next contender hears of it too: not before (do not touch
 // contenders' nodes). What it cannot: stop a holder that pauses past that
-// point (a long GC, a stopped VM). Make the protected resource refuse such a holder with Token
-// (or Fence), or, for writes to ZooKeeper itself, send them with Multi.
+// point (a long GC, a stopped VM). Make the protected resource refuse such
+// a holder with Token (or Fence), or, for writes to ZooKeeper itself, send
+// them with Multi.
 //
 // A write to the node by another client is noticed once the line has
 // changed: until then the child watch on the lock's directory stands in for
