@@ -87,3 +87,24 @@ func TestRegisterFences(t *testing.T) {
 		t.Fatal("a bad fence was taken")
 	}
 }
+
+// A cached lease whose release was sent but never confirmed (the reply lost
+// with the connection, the session lost later) ends when its release was
+// sent if a later lease of the same session was granted: its node was gone
+// by then. Of another session, it overlaps.
+func TestLandedRelease(t *testing.T) {
+	for _, c := range []struct {
+		sid  int64
+		want int
+	}{{1, 0}, {2, 1}} {
+		a := sec(0, record.Grant, 0, 10, 1)
+		a.Sid = 1
+		b := sec(0, record.Grant, 110, 11, 1)
+		b.Sid = c.sid
+		evs := []record.Event{a, sec(0, record.Release, 100, 10, 1), b, sec(0, record.Lost, 3000, 10, 1), sec(0, record.Release, 200, 11, 1)}
+		ls := Leases(evs, record.Cached, nil, nil, 5000*ms)
+		if vs := CheckExclusion(ls, 1, "x"); len(vs) != c.want {
+			t.Fatalf("session %d: %v", c.sid, vs)
+		}
+	}
+}

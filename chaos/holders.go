@@ -61,7 +61,7 @@ func (h *holders) note(e record.Event) {
 		}
 		x := Holding{Slot: e.P, Inc: e.Inc, W: e.W, Tok: e.Tok, ID: e.ID, Srv: e.Srv}
 		slot[key] = x
-		if e.W == record.Mutex || e.W == record.Cached {
+		if e.W == record.Mutex {
 			signal(h.grants, e.P)
 		}
 		if e.W != record.Queue {
@@ -76,9 +76,9 @@ func (h *holders) note(e record.Event) {
 		if e.W == record.Cached && e.K == record.Unlocked && e.Err == "" {
 			signal(h.idle, e.P) // its holding is likely kept idle now
 		}
-	case (e.W == record.Mutex || e.W == record.Cached) && e.K == record.Ret && e.F == "r" && !e.Rej:
+	case e.W == record.Mutex && e.K == record.Ret && e.F == "r" && !e.Rej:
 		for _, x := range slot {
-			if x.W == e.W {
+			if x.W == record.Mutex {
 				signal(h.reads, e.P)
 				break
 			}

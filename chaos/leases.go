@@ -74,6 +74,7 @@ type Lease struct {
 	releaseAt  int64
 	unlockedAt int64
 	lostByRel  bool
+	landed     bool // its release is proven to have landed (see landed)
 	job        bool
 }
 
@@ -133,10 +134,34 @@ func Leases(events []record.Event, w string, pauses []Pause, deaths map[[2]int]i
 			l.note(e, e.K == record.Unlocked && e.F == "lost")
 		}
 	}
+	if w == record.Cached {
+		landed(out)
+	}
 	for _, l := range out {
 		l.finish(ended, pauses, deaths, end)
 	}
 	return out
+}
+
+// landed marks the releases of the cached workload's leases proven to
+// have landed although unconfirmed: another lease of the same session was
+// granted after the release was sent. That lock is exclusive, so the
+// released lease's node was gone by that grant, with its session live, and
+// in the suite nothing but its own release deletes it. (The cached workload
+// holds several leases of one session in turn, from several goroutines: a
+// reply lost with the connection would otherwise make two of them overlap.)
+func landed(leases []*Lease) {
+	for _, a := range leases {
+		if a.releaseAt == 0 || (a.lostAt != 0 && a.lostAt < a.releaseAt) {
+			continue
+		}
+		for _, b := range leases {
+			if b != a && b.Sid == a.Sid && b.Start >= a.releaseAt {
+				a.landed = true
+				break
+			}
+		}
+	}
 }
 
 // Claims rebuilds the claims of queue items by Jobs: each from its Take to
@@ -200,6 +225,10 @@ func (l *Lease) note(e record.Event, toldLost bool) {
 func (l *Lease) finish(ended map[int64]int64, pauses []Pause, deaths map[[2]int]int64, end int64) {
 	confirmed := l.releaseAt != 0 && ((l.unlockedAt != 0 && l.UnlockErr == "") || l.freedAt != 0)
 	lost := l.lostAt != 0 || l.lostByRel
+	if l.landed {
+		// Released at releaseAt; a loss told later is its session's end.
+		confirmed, lost = true, false
+	}
 	if e, ok := ended[l.Sid]; ok && l.unlockedAt != 0 && e <= l.unlockedAt {
 		// Its session was over before Unlock returned: whatever Unlock
 		// said, no live session confirmed the release.
