@@ -45,37 +45,82 @@ type holding struct {
 	hold func(ctx context.Context, t *testing.T, s *zkrecipes.Session, path string) <-chan struct{}
 	// wait blocks on s until it is granted the same thing.
 	wait func(ctx context.Context, s *zkrecipes.Session, path string) error
+	// relock, when set, is a holder that locks and unlocks again and again
+	// instead of hold: it stops once it can lock no more, and gives the
+	// moment its last critical section ended.
+	relock func(ctx context.Context, t *testing.T, s *zkrecipes.Session, path string) <-chan time.Time
+}
+
+// mutexWait is a Mutex's Lock and Unlock on s: the contender of the lock
+// holdings.
+func mutexWait(ctx context.Context, s *zkrecipes.Session, path string) error {
+	m, err := zklock.NewMutex(s, path)
+	if err != nil {
+		return err
+	}
+	l, err := m.Lock(ctx)
+	if err == nil {
+		err = l.Unlock(ctx)
+	}
+	return err
 }
 
 var holdings = []holding{
-	{"mutex",
-		func(ctx context.Context, t *testing.T, s *zkrecipes.Session, path string) <-chan struct{} {
+	{name: "mutex",
+		hold: func(ctx context.Context, t *testing.T, s *zkrecipes.Session, path string) <-chan struct{} {
 			m, err := zklock.NewMutex(s, path)
 			require.NoError(t, err)
 			l, err := m.Lock(ctx)
 			require.NoError(t, err)
 			return l.Done()
 		},
-		func(ctx context.Context, s *zkrecipes.Session, path string) error {
-			m, err := zklock.NewMutex(s, path)
-			if err != nil {
-				return err
-			}
+		wait: mutexWait},
+	// A CachedMutex's first critical section, held.
+	{name: "cached",
+		hold: func(ctx context.Context, t *testing.T, s *zkrecipes.Session, path string) <-chan struct{} {
+			m, err := zklock.NewCachedMutex(s, path)
+			require.NoError(t, err)
 			l, err := m.Lock(ctx)
-			if err == nil {
-				err = l.Unlock(ctx)
-			}
-			return err
-		}},
-	{"election",
-		func(ctx context.Context, t *testing.T, s *zkrecipes.Session, path string) <-chan struct{} {
+			require.NoError(t, err)
+			return l.Done()
+		},
+		wait: mutexWait},
+	// A CachedMutex re-locked in a loop, with sections of a millisecond or
+	// two, mostly granted in process: every section must have ended (by
+	// Unlock, or told of its loss) before the contender is granted.
+	{name: "cached-relock",
+		relock: func(ctx context.Context, t *testing.T, s *zkrecipes.Session, path string) <-chan time.Time {
+			m, err := zklock.NewCachedMutex(s, path)
+			require.NoError(t, err)
+			ended := make(chan time.Time, 1)
+			go func() {
+				var last time.Time
+				for {
+					l, err := m.Lock(ctx)
+					if err != nil {
+						ended <- last
+						return
+					}
+					select {
+					case <-l.Done():
+					case <-time.After(time.Millisecond):
+					}
+					last = time.Now()
+					_ = l.Unlock(ctx)
+				}
+			}()
+			return ended
+		},
+		wait: mutexWait},
+	{name: "election",
+		hold: func(ctx context.Context, t *testing.T, s *zkrecipes.Session, path string) <-chan struct{} {
 			el, err := zklock.NewElection(s, path)
 			require.NoError(t, err)
 			l, err := el.Campaign(ctx, []byte("a"))
 			require.NoError(t, err)
 			return l.Done()
 		},
-		func(ctx context.Context, s *zkrecipes.Session, path string) error {
+		wait: func(ctx context.Context, s *zkrecipes.Session, path string) error {
 			el, err := zklock.NewElection(s, path)
 			if err != nil {
 				return err
@@ -86,8 +131,8 @@ var holdings = []holding{
 			}
 			return err
 		}},
-	{"job",
-		func(ctx context.Context, t *testing.T, s *zkrecipes.Session, path string) <-chan struct{} {
+	{name: "job",
+		hold: func(ctx context.Context, t *testing.T, s *zkrecipes.Session, path string) <-chan struct{} {
 			q, err := fairqueue.New(s, path)
 			require.NoError(t, err)
 			_, err = q.Put(ctx, []byte("x"))
@@ -96,7 +141,7 @@ var holdings = []holding{
 			require.NoError(t, err)
 			return j.Done()
 		},
-		func(ctx context.Context, s *zkrecipes.Session, path string) error {
+		wait: func(ctx context.Context, s *zkrecipes.Session, path string) error {
 			q, err := fairqueue.New(s, path)
 			if err != nil {
 				return err
@@ -119,7 +164,7 @@ func TestLossToldBeforeGrantUnderPartition(t *testing.T) {
 	c := zktest.StartLinkedCluster(t, 3)
 	for _, shape := range []string{"follower", "leader"} {
 		for _, h := range holdings {
-			if shape == "leader" && h.name == "election" {
+			if shape == "leader" && (h.name == "election" || h.name == "cached") {
 				continue // the same path through the engine as the mutex
 			}
 			t.Run(shape+"/"+h.name, func(t *testing.T) {
@@ -148,27 +193,42 @@ func cutOffHolder(t *testing.T, c *zktest.Cluster, h holding, cut, other int) (t
 	path := fmt.Sprintf("/partition/%s-%d", h.name, time.Now().UnixNano())
 	a := connect(t, []string{c.Addr(cut)}, zkrecipes.WithSessionTimeout(partitionTimeout))
 	b := connect(t, []string{c.Addr(other)}, zkrecipes.WithSessionTimeout(waiterTimeout))
-	done := h.hold(ctx, t, a, path)
-
-	toldAt := make(chan time.Time, 1)
-	go func() {
-		select {
-		case <-done:
-			toldAt <- time.Now()
-		case <-ctx.Done():
-		}
-	}()
+	var toldAt <-chan time.Time
+	if h.relock != nil {
+		toldAt = h.relock(ctx, t, a, path)
+	} else {
+		done := h.hold(ctx, t, a, path)
+		told := make(chan time.Time, 1)
+		go func() {
+			select {
+			case <-done:
+				told <- time.Now()
+			case <-ctx.Done():
+			}
+		}()
+		toldAt = told
+	}
 	grantedAt := make(chan time.Time, 1)
 	waitErr := make(chan error, 1)
-	go func() {
-		err := h.wait(ctx, b, path)
-		grantedAt <- time.Now()
-		waitErr <- err
-	}()
-	time.Sleep(200 * time.Millisecond) // B stands in line
+	wait := func() {
+		go func() {
+			err := h.wait(ctx, b, path)
+			grantedAt <- time.Now()
+			waitErr <- err
+		}()
+	}
+	if h.relock == nil {
+		wait()
+		time.Sleep(200 * time.Millisecond) // B stands in line
+	} else {
+		time.Sleep(200 * time.Millisecond) // A re-locks; B would make it let go
+	}
 
 	isolated = time.Now()
 	c.Isolate(cut)
+	if h.relock != nil {
+		wait() // B joins on the majority's side: A cannot hear of it
+	}
 	granted = <-grantedAt
 	if err := <-waitErr; err != nil {
 		t.Fatalf("B's wait: %v", err)

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -12,7 +13,12 @@ import (
 // zkrecipes.Connect does, so that no round starts before its sessions
 // exist. go-zookeeper's own logging is silenced: it would drown the tables.
 func Connect(ctx context.Context, servers []string, sessionTimeout time.Duration) (*zk.Conn, error) {
-	c, events, err := zk.Connect(servers, sessionTimeout, zk.WithLogger(discard{}), zk.WithLogInfo(false))
+	return ConnectDial(ctx, servers, sessionTimeout, net.DialTimeout)
+}
+
+// ConnectDial is Connect through dial.
+func ConnectDial(ctx context.Context, servers []string, sessionTimeout time.Duration, dial zk.Dialer) (*zk.Conn, error) {
+	c, events, err := zk.Connect(servers, sessionTimeout, zk.WithLogger(discard{}), zk.WithLogInfo(false), zk.WithDialer(dial))
 	if err != nil {
 		return nil, err
 	}

@@ -2,12 +2,10 @@ package bench
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/csv"
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -170,7 +168,7 @@ func idleWindow(t *testing.T, setup string, srv idleServers, impl Impl, n int) i
 		}
 	}()
 
-	counter := &opCounter{}
+	counter := &zktest.Counter{}
 	begin := time.Now()
 	holders, err := holdIdle(ctx, srv.addrs, impl, n, root, counter)
 	defer func() {
@@ -192,13 +190,13 @@ func idleWindow(t *testing.T, setup string, srv idleServers, impl Impl, n int) i
 		}
 	}
 	before := readServers(t, srv)
-	ops0, cpu0 := counter.snapshot(), selfCPU()
+	ops0, cpu0 := counter.ByOp(), selfCPU()
 	t0 := time.Now()
 	time.Sleep(*idleFor)
 	after := readServers(t, srv)
 	row := idleRow{setup: setup, impl: impl, holders: n, window: time.Since(t0), clientCPU: selfCPU() - cpu0,
 		ops: map[int32]int64{}}
-	for op, c := range counter.snapshot() {
+	for op, c := range counter.ByOp() {
 		if d := c - ops0[op]; d > 0 {
 			row.ops[op] = d
 		}
@@ -241,7 +239,7 @@ type idleHolder struct {
 
 // holdIdle connects n sessions of impl, each taking a lock of its own under
 // root, idleParallel at a time. On error it returns those set up so far.
-func holdIdle(ctx context.Context, servers []string, impl Impl, n int, root string, counter *opCounter) ([]idleHolder, error) {
+func holdIdle(ctx context.Context, servers []string, impl Impl, n int, root string, counter *zktest.Counter) ([]idleHolder, error) {
 	var (
 		mu      sync.Mutex
 		holders []idleHolder
@@ -270,7 +268,7 @@ func holdIdle(ctx context.Context, servers []string, impl Impl, n int, root stri
 	return holders, errors.Join(errs...)
 }
 
-func holdOne(ctx context.Context, servers []string, impl Impl, path string, counter *opCounter) (idleHolder, error) {
+func holdOne(ctx context.Context, servers []string, impl Impl, path string, counter *zktest.Counter) (idleHolder, error) {
 	switch impl {
 	case Ours:
 		s, err := zkrecipes.Connect(ctx, servers, zkrecipes.WithSessionTimeout(*idleTimeout), zkrecipes.WithDialer(counter.Dial))
@@ -322,70 +320,6 @@ func holdOne(ctx context.Context, servers []string, impl Impl, path string, coun
 		return idleHolder{close: c.Close, holding: holding}, nil
 	}
 	return idleHolder{}, fmt.Errorf("unknown implementation %q", impl)
-}
-
-// opCounter is a zk.Dialer that counts the requests the clients write, by
-// opcode, on every connection it made.
-type opCounter struct {
-	mu  sync.Mutex
-	ops map[int32]int64
-}
-
-func (o *opCounter) Dial(network, addr string, timeout time.Duration) (net.Conn, error) {
-	c, err := net.DialTimeout(network, addr, timeout)
-	if err != nil {
-		return nil, err
-	}
-	return &opConn{Conn: c, o: o}, nil
-}
-
-func (o *opCounter) add(op int32) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.ops == nil {
-		o.ops = map[int32]int64{}
-	}
-	o.ops[op]++
-}
-
-func (o *opCounter) snapshot() map[int32]int64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	m := make(map[int32]int64, len(o.ops))
-	for op, n := range o.ops {
-		m[op] = n
-	}
-	return m
-}
-
-// opConn reads the client's frames as they are written: a 4-byte length,
-// then, after the first frame (the connect request), a request header:
-// xid, opcode.
-type opConn struct {
-	net.Conn
-	o       *opCounter
-	buf     []byte
-	started bool
-}
-
-func (c *opConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	c.buf = append(c.buf, p[:n]...)
-	for len(c.buf) >= 4 {
-		size := int(binary.BigEndian.Uint32(c.buf))
-		if len(c.buf) < 4+size {
-			break
-		}
-		if frame := c.buf[4 : 4+size]; c.started && len(frame) >= 8 {
-			c.o.add(int32(binary.BigEndian.Uint32(frame[4:])))
-		}
-		c.started = true
-		c.buf = c.buf[4+size:]
-	}
-	if len(c.buf) == 0 {
-		c.buf = nil
-	}
-	return n, err
 }
 
 // opNames are the opcodes an idle holder sends.

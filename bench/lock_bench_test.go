@@ -12,11 +12,12 @@ import (
 // one zktest starts (Docker, or a local install: apt-get install zookeeper).
 // A server zktest starts locally runs a JVM tuned for quick start-up, not
 // throughput; set ZK_CONNECT for figures worth keeping. Compare runs with
-// benchstat; "benchstat -col .name" puts Mutex and ZkLock side by side. For
+// benchstat; "benchstat -col .name" puts Mutex, ZkLock and CachedMutex side by side. For
 // a ratio measured in alternating rounds, use cmd/lockbench.
 
-func BenchmarkMutex(b *testing.B)  { benchLock(b, Ours) }
-func BenchmarkZkLock(b *testing.B) { benchLock(b, Theirs) }
+func BenchmarkMutex(b *testing.B)       { benchLock(b, Ours) }
+func BenchmarkZkLock(b *testing.B)      { benchLock(b, Theirs) }
+func BenchmarkCachedMutex(b *testing.B) { benchLock(b, Cached) }
 
 func benchLock(b *testing.B, impl Impl) {
 	// ZK_CONNECT if set, else Docker, else a local ZooKeeper install, else skip.

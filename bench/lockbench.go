@@ -1,8 +1,9 @@
-// Package bench measures zklock.Mutex against go-zookeeper's zk.Lock on the
-// same ZooKeeper server, through the same loop: every session, in its own
-// goroutine and on its own connection, acquires the lock, checks that no one
-// else is inside, and releases it. It is a module of its own so that the
-// library does not depend on it.
+// Package bench measures zklock.Mutex against go-zookeeper's zk.Lock, and
+// zklock.CachedMutex against the Mutex, on the same ZooKeeper server,
+// through the same loop: every session, in its own goroutine and on its own
+// connection, acquires the lock, checks that no one else is inside, and
+// releases it; the requests the sessions write are counted on the wire. It
+// is a module of its own so that the library does not depend on it.
 //
 // The command cmd/lockbench alternates the two in rounds and prints their
 // ratio; the benchmarks in lock_bench_test.go feed benchstat. The package
@@ -23,6 +24,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/zklock"
+	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
 // Impl is a lock implementation under test.
@@ -31,7 +33,14 @@ type Impl string
 const (
 	Theirs Impl = "zk.Lock"      // github.com/go-zookeeper/zk
 	Ours   Impl = "zklock.Mutex" // github.com/zkrecipes/zkrecipes/zklock
+	// Cached is zklock.CachedMutex, its default freshness window; Strict
+	// the same with WithFreshness(0): a sync for every Lock.
+	Cached Impl = "CachedMutex"
+	Strict Impl = "CachedMutex/F=0"
 )
+
+// Impls are the implementations lockbench compares, in table order.
+var Impls = []Impl{Theirs, Ours, Cached, Strict}
 
 const (
 	// sessionTimeout is asked for by the sessions of both implementations.
@@ -50,10 +59,14 @@ type Until struct {
 
 // Result is what one round measured.
 type Result struct {
-	Cycles  int64
-	Elapsed time.Duration   // from the start signal until every worker stopped
-	Acquire []time.Duration // latency of every Lock call, unsorted
+	Cycles   int64
+	Elapsed  time.Duration   // from the start signal until every worker stopped
+	Acquire  []time.Duration // latency of every Lock call, unsorted
+	Requests int64           // the sessions' requests meanwhile, pings left out, counted on the wire
 }
+
+// PerCycle is the requests per cycle.
+func (r Result) PerCycle() float64 { return float64(r.Requests) / float64(r.Cycles) }
 
 // PerSec is the throughput: lock/unlock cycles per second, all sessions together.
 func (r Result) PerSec() float64 { return float64(r.Cycles) / r.Elapsed.Seconds() }
@@ -65,9 +78,26 @@ type Bench struct {
 	admin   *zk.Conn
 	root    string
 	rounds  int
-	// lastToken is the highest token any holder of ours has seen. Tokens are
+	// last is the highest fence any holder of ours has seen. Tokens are
 	// zxids, increasing across the ensemble, so it spans all rounds.
-	lastToken atomic.Int64
+	last fenceCheck
+}
+
+// fenceCheck keeps the highest fence seen; a lower or equal one is an
+// error.
+type fenceCheck struct {
+	mu   sync.Mutex
+	last zklock.Fence
+}
+
+func (c *fenceCheck) see(f zklock.Fence) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.Compare(c.last) <= 0 {
+		return fmt.Errorf("fence %v is not above the last one seen, %v", f, c.last)
+	}
+	c.last = f
+	return nil
 }
 
 // New connects to the servers and creates the run's root node.
@@ -97,6 +127,7 @@ type Round struct {
 	impl    Impl
 	path    string
 	lockers []locker
+	wire    zktest.Counter // the sessions' requests
 }
 
 // Open connects sessions sessions of impl, each with its own connection.
@@ -104,7 +135,7 @@ func (b *Bench) Open(ctx context.Context, impl Impl, sessions int) (*Round, erro
 	b.rounds++
 	r := &Round{b: b, impl: impl, path: fmt.Sprintf("%s/r%d-%d", b.root, b.rounds, sessions)}
 	for range sessions {
-		l, err := b.open(ctx, impl, r.path)
+		l, err := b.open(ctx, impl, r.path, r.wire.Dial)
 		if err != nil {
 			return nil, errors.Join(err, r.Close())
 		}
@@ -171,7 +202,7 @@ func (r *Round) Run(ctx context.Context, u Until) (Result, error) {
 					abort(fmt.Errorf("%s: session %d: mutual exclusion violated: %d holders inside", r.impl, i, n))
 					return
 				}
-				err := l.check(&r.b.lastToken)
+				err := l.check(&r.b.last)
 				inside.Add(-1)
 				if err != nil {
 					abort(fmt.Errorf("%s: session %d: %w", r.impl, i, err))
@@ -189,6 +220,7 @@ func (r *Round) Run(ctx context.Context, u Until) (Result, error) {
 	go func() { wg.Wait(); close(done) }()
 
 	t0 := time.Now()
+	sent := r.wire.Requests()
 	close(start)
 	if u.Cycles <= 0 {
 		time.AfterFunc(u.Duration, func() { stop.Store(true) })
@@ -203,7 +235,7 @@ func (r *Round) Run(ctx context.Context, u Until) (Result, error) {
 		abort(fmt.Errorf("%s: round still running after %v", r.impl, time.Since(t0).Round(time.Second)))
 	}
 	<-done
-	res := Result{Elapsed: time.Since(t0), Acquire: slices.Concat(lat...)}
+	res := Result{Elapsed: time.Since(t0), Acquire: slices.Concat(lat...), Requests: r.wire.Requests() - sent}
 	for _, n := range counts {
 		res.Cycles += n
 	}
@@ -213,59 +245,81 @@ func (r *Round) Run(ctx context.Context, u Until) (Result, error) {
 // locker is one session's handle on the lock path, for one implementation.
 type locker interface {
 	lock(ctx context.Context) error
-	check(lastToken *atomic.Int64) error // run while holding the lock
+	check(last *fenceCheck) error // run while holding the lock
 	unlock(ctx context.Context) error
 	close()
 }
 
-func (b *Bench) open(ctx context.Context, impl Impl, path string) (locker, error) {
-	switch impl {
-	case Theirs:
-		c, err := Connect(ctx, b.servers, sessionTimeout)
+// open connects one session of impl, through dial.
+func (b *Bench) open(ctx context.Context, impl Impl, path string, dial zk.Dialer) (locker, error) {
+	if impl == Theirs {
+		c, err := ConnectDial(ctx, b.servers, sessionTimeout, dial)
 		if err != nil {
 			return nil, err
 		}
 		return &theirs{c: c, l: zk.NewLock(c, path, zk.WorldACL(zk.PermAll))}, nil
-	case Ours:
-		s, err := zkrecipes.Connect(ctx, b.servers, zkrecipes.WithSessionTimeout(sessionTimeout))
-		if err != nil {
-			return nil, err
-		}
-		m, err := zklock.NewMutex(s, path)
-		if err != nil {
-			s.Close()
-			return nil, err
-		}
-		return &ours{s: s, m: m}, nil
 	}
-	return nil, fmt.Errorf("unknown implementation %q", impl)
+	s, err := zkrecipes.Connect(ctx, b.servers, zkrecipes.WithSessionTimeout(sessionTimeout), zkrecipes.WithDialer(dial))
+	if err != nil {
+		return nil, err
+	}
+	o := &ours{s: s}
+	switch impl {
+	case Ours:
+		var m *zklock.Mutex
+		if m, err = zklock.NewMutex(s, path); err == nil {
+			o.lockFn = m.Lock
+		}
+	case Cached, Strict:
+		var opts []zklock.Option
+		if impl == Strict {
+			opts = append(opts, zklock.WithFreshness(0))
+		}
+		var m *zklock.CachedMutex
+		if m, err = zklock.NewCachedMutex(s, path, opts...); err == nil {
+			o.lockFn, o.release = m.Lock, m.Release
+		}
+	default:
+		err = fmt.Errorf("unknown implementation %q", impl)
+	}
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return o, nil
 }
 
+// ours is a Mutex's or a CachedMutex's session.
 type ours struct {
-	s     *zkrecipes.Session
-	m     *zklock.Mutex
-	lease *zklock.Lease
+	s       *zkrecipes.Session
+	lockFn  func(context.Context) (*zklock.Lease, error)
+	release func(context.Context) error // a CachedMutex's: let the kept holding go
+	lease   *zklock.Lease
 }
 
 func (o *ours) lock(ctx context.Context) (err error) {
-	o.lease, err = o.m.Lock(ctx)
+	o.lease, err = o.lockFn(ctx)
 	return err
 }
 
-// check also verifies the fencing token, strictly increasing over holders.
-func (o *ours) check(lastToken *atomic.Int64) error {
+// check also verifies the fence, strictly increasing over every lease.
+func (o *ours) check(last *fenceCheck) error {
 	if err := o.lease.Err(); err != nil {
 		return fmt.Errorf("lease ended while held: %w", err)
 	}
-	tok := o.lease.Token()
-	if prev := lastToken.Swap(tok); tok <= prev {
-		return fmt.Errorf("fencing token %d is not above the last one seen, %d", tok, prev)
-	}
-	return nil
+	return last.see(o.lease.Fence())
 }
 
 func (o *ours) unlock(ctx context.Context) error { return o.lease.Unlock(ctx) }
-func (o *ours) close()                           { o.s.Close() }
+
+func (o *ours) close() {
+	if o.release != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), lockTimeout)
+		_ = o.release(ctx)
+		cancel()
+	}
+	o.s.Close()
+}
 
 type theirs struct {
 	c *zk.Conn
@@ -273,7 +327,7 @@ type theirs struct {
 }
 
 func (t *theirs) lock(context.Context) error   { return t.l.Lock() }
-func (t *theirs) check(*atomic.Int64) error    { return nil } // zk.Lock has no token
+func (t *theirs) check(*fenceCheck) error      { return nil } // zk.Lock has no token
 func (t *theirs) unlock(context.Context) error { return t.l.Unlock() }
 func (t *theirs) close()                       { t.c.Close() }
 

@@ -36,7 +36,7 @@ func TestLockSpeedEnsemble(t *testing.T) {
 	zktest.CheckGoroutines(t)
 	c := zktest.StartCluster(t, 3, zktest.WithTickTime(*lockTick))
 	t.Logf("tickTime %v", *lockTick)
-	if err := Compare(t.Context(), c.Addrs(), counts, *lockFor, *lockRounds, os.Stdout, os.Stderr); err != nil {
+	if err := Compare(t.Context(), c.Addrs(), counts, Impls, *lockFor, *lockRounds, os.Stdout, os.Stderr); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -17,7 +17,7 @@ var (
 	out            = flag.String("chaos.out", "", "directory for summary.txt, register.html, events.jsonl, history.json, and a failed run's servers/")
 	clients        = flag.Int("chaos.clients", 5, "client processes")
 	session        = flag.Duration("chaos.session", 3*time.Second, "the clients' session timeout")
-	faults         = flag.String("chaos.faults", "all", "faults, comma-separated: all, kill-server, kill-leader, isolate-follower, isolate-leader, partition, freeze-client, stop-holder, kill-client, kill-head, stop-head")
+	faults         = flag.String("chaos.faults", "all", "faults, comma-separated: all, kill-server, kill-leader, isolate-follower, isolate-leader, partition, freeze-client, stop-holder, stop-idle, kill-client, kill-head, stop-head")
 	seed           = flag.Uint64("chaos.seed", 0, "nemesis seed (0: random)")
 	unfenced       = flag.Bool("chaos.unfenced", false, "break the mutex workload's fencing on purpose: TestChaos must then fail")
 	deaf           = flag.Bool("chaos.deaf", false, "make holders ignore Done on purpose: TestChaos must then fail")
@@ -147,6 +147,48 @@ func TestCheckerCatchesUnfencedWrites(t *testing.T) {
 			}
 			if !broken && res.Ops.Refused == 0 {
 				t.Errorf("with fencing, no stale request was refused: the scenario did not happen")
+			}
+		})
+	}
+}
+
+// TestCheckerCatchesBypass is the proof that CheckBypass bites: the same
+// short run twice, the cached workload's hot phases broken on purpose
+// (-bypass: a section kept and sections reported all along, deaf to the
+// contenders who join) and unbroken. Broken, contenders must be reported
+// passed by more sections than the library allows; unbroken, none, and
+// the run must have seen contenders join and sections granted in process.
+func TestCheckerCatchesBypass(t *testing.T) {
+	if !*selftest {
+		t.Skip("a long run: go test ./chaos -chaos.selftest (make chaos runs it)")
+	}
+	zktest.CheckGoroutines(t)
+	d := 40 * time.Second
+	watchdog(t, 2*d+20*time.Minute)
+	cfg := chaos.Config{For: d, Clients: 3, Faults: []string{chaos.Freeze}, Seed: *seed}
+	for _, broken := range []bool{true, false} {
+		name := map[bool]string{true: "bypass", false: "bounded"}[broken]
+		t.Run(name, func(t *testing.T) {
+			c := cfg
+			c.Bypass = broken
+			if *out != "" {
+				c.Out = *out + "/selftest-" + name
+			}
+			res := chaos.Run(t, c)
+			fmt.Print("\n" + res.Summary + "\n")
+			bypassed := 0
+			for _, v := range res.Violations {
+				if v.Rule == "cached: bypass bounded" {
+					bypassed++
+				}
+			}
+			switch {
+			case broken && bypassed == 0:
+				t.Errorf("sections deaf to contenders on purpose, yet no contender was reported passed: the check does not bite")
+			case !broken && len(res.Violations) > 0:
+				t.Errorf("unbroken: %d violations", len(res.Violations))
+			case !broken && !strings.Contains(res.Summary, "granted in process"):
+				t.Errorf("no summary of the cached workload")
 			}
 		})
 	}

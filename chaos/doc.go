@@ -5,9 +5,13 @@
 // [Run] starts a 3-server ensemble whose members talk through proxies that
 // can be cut (zktest.StartLinkedCluster), a fenced register (see
 // [Register]) and a few client processes (cmd/chaosclient), each running
-// every workload: a Mutex guarding read-modify-writes of the register, an
-// Election with observers, a Semaphore, and a fairqueue with producers and
-// consumers. Holders hold for real: a lease for 0.5 to 4 s (the register's
+// every workload: a Mutex guarding read-modify-writes of the register, a
+// CachedMutex guarding those of a register of its own (phases a few
+// seconds apart, when the lock may be free: calm ones, a long hold then
+// short sections between which the holding may be kept idle, and hot ones,
+// sections back to back from two goroutines; a Mutex on its path now and
+// then), an Election with observers, a Semaphore, and a fairqueue with
+// producers and consumers. Holders hold for real: a lease for 0.5 to 4 s (the register's
 // read-modify-write first), one job in eight for up to 4 s. The first
 // clients are pinned, one to each server, so that every server has
 // holders on it.
@@ -26,6 +30,8 @@
 //   - a holder stopped with SIGSTOP past its session timeout right after it
 //     read the register (the holder that wakes up to write: Kleppmann's
 //     scenario);
+//   - a process stopped likewise right after it ended a CachedMutex
+//     section, its holding kept idle;
 //   - kill -9 of a client, then a new one in its place.
 //
 // Every client records what it did, stamped with the machine's monotonic
@@ -40,14 +46,20 @@
 //     only if it was confirmed). No two of the mutex's or the election's
 //     may overlap, no more than the semaphore's permits, no two claims of
 //     one item: the library promises a holder is told of a loss before
-//     anyone else is granted;
+//     anyone else is granted (each CachedMutex section is a lease, and the
+//     Mutex's leases on its path count with them);
 //   - register: the history of reads and writes, checked for
 //     linearizability with porcupine against a register written only by
 //     read-modify-writes, so that any lost update is caught; its HTML
 //     visualisation is written next to the summary;
 //   - mutex and election: tokens (terms) increasing over successive
-//     holders, one leader per term, observers never going back to an older
-//     term and all converging on the latest leader;
+//     holders (fences, for the CachedMutex's sections), one leader per
+//     term, observers never going back to an older term and all converging
+//     on the latest leader;
+//   - bypass: a contender that joined the lock's line (the harness watches
+//     the line and notes when each node appears) is passed by at most one
+//     section of a kept CachedMutex holding begun later than the freshness
+//     window (plus a margin) after its join ([CheckBypass]);
 //   - queue: every item whose Put succeeded acked, none acked twice, no
 //     phantom, each consumer's ids going backwards only on redelivery;
 //   - honesty: what a client was told. An Unlock that returned nil or a raw
@@ -79,5 +91,6 @@
 // the same faults (holders stopped and frozen just after their grant) with
 // the clients broken on purpose, unfenced and deaf to Done, must be
 // reported as lost updates and as two mutex holders at once, and unbroken
-// must not.
+// must not; and with the cached workload's hot phases deaf to contenders
+// on purpose (-bypass), contenders must be reported passed.
 package chaos

@@ -25,6 +25,7 @@ type holders struct {
 	by     map[int]map[string]Holding // slot -> key -> holding
 	reads  chan int                   // slots that just read the register under the mutex
 	grants chan int                   // slots just granted the mutex
+	idle   chan int                   // slots that just ended a CachedMutex section
 	leases chan Holding               // leases (of any kind) just granted
 	// consumers are the queue consumers' sessions: session -> slot and
 	// incarnation.
@@ -32,14 +33,14 @@ type holders struct {
 }
 
 func newHolders() *holders {
-	return &holders{by: map[int]map[string]Holding{}, reads: make(chan int, 1), grants: make(chan int, 1), leases: make(chan Holding, 1), consumers: map[int64][2]int{}}
+	return &holders{by: map[int]map[string]Holding{}, reads: make(chan int, 1), grants: make(chan int, 1), idle: make(chan int, 1), leases: make(chan Holding, 1), consumers: map[int64][2]int{}}
 }
 
 // note takes one event in.
 func (h *holders) note(e record.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	key := fmt.Sprintf("%s %d", e.W, e.Tok)
+	key := fmt.Sprintf("%s %d.%d", e.W, e.Tok, e.Sec)
 	if e.W == record.Queue {
 		key = "queue " + e.ID
 	}
@@ -72,6 +73,9 @@ func (h *holders) note(e record.Event) {
 	case e.K == record.Release, e.K == record.Unlocked, e.K == record.Lost, e.K == record.Freed,
 		e.K == record.Acking, e.K == record.Ack, e.K == record.AckErr:
 		delete(slot, key)
+		if e.W == record.Cached && e.K == record.Unlocked && e.Err == "" {
+			signal(h.idle, e.P) // its holding is likely kept idle now
+		}
 	case e.W == record.Mutex && e.K == record.Ret && e.F == "r" && !e.Rej:
 		for _, x := range slot {
 			if x.W == record.Mutex {

@@ -53,7 +53,8 @@ type Lease struct {
 	W        string
 	P, Inc   int
 	Sid, Tok int64  // for a Job's claim, Tok is the delivery's attempt
-	ID       string // a Job's item
+	Sec      uint32 // a CachedMutex lease's section: its fence is {Tok, Sec}
+	ID       string // a Job's item; a lock lease's node
 	Srv      string // the server its session was on when it was granted
 	Acq      int64  // when Lock was called
 	Start    int64
@@ -73,6 +74,7 @@ type Lease struct {
 	releaseAt  int64
 	unlockedAt int64
 	lostByRel  bool
+	landed     bool // its release is proven to have landed (see landed)
 	job        bool
 }
 
@@ -97,6 +99,7 @@ func Leases(events []record.Event, w string, pauses []Pause, deaths map[[2]int]i
 	type key struct {
 		p, inc int
 		tok    int64
+		sec    uint32
 	}
 	byKey := map[key]*Lease{}
 	acq := map[[2]int]int64{}
@@ -113,13 +116,13 @@ func Leases(events []record.Event, w string, pauses []Pause, deaths map[[2]int]i
 			continue
 		}
 		pk := [2]int{e.P, e.Inc}
-		k := key{e.P, e.Inc, e.Tok}
+		k := key{e.P, e.Inc, e.Tok, e.Sec}
 		if e.K == record.Acquiring {
 			acq[pk] = e.T
 			continue
 		}
 		if e.K == record.Grant {
-			l := &Lease{W: w, P: e.P, Inc: e.Inc, Sid: e.Sid, Tok: e.Tok, Srv: e.Srv, Acq: acq[pk], Start: e.T}
+			l := &Lease{W: w, P: e.P, Inc: e.Inc, Sid: e.Sid, Tok: e.Tok, Sec: e.Sec, ID: e.ID, Srv: e.Srv, Acq: acq[pk], Start: e.T}
 			if l.Acq == 0 {
 				l.Acq = e.T
 			}
@@ -131,10 +134,34 @@ func Leases(events []record.Event, w string, pauses []Pause, deaths map[[2]int]i
 			l.note(e, e.K == record.Unlocked && e.F == "lost")
 		}
 	}
+	if w == record.Cached {
+		landed(out)
+	}
 	for _, l := range out {
 		l.finish(ended, pauses, deaths, end)
 	}
 	return out
+}
+
+// landed marks the releases of the cached workload's leases proven to
+// have landed although unconfirmed: another lease of the same session was
+// granted after the release was sent. That lock is exclusive, so the
+// released lease's node was gone by that grant, with its session live, and
+// in the suite nothing but its own release deletes it. (The cached workload
+// holds several leases of one session in turn, from several goroutines: a
+// reply lost with the connection would otherwise make two of them overlap.)
+func landed(leases []*Lease) {
+	for _, a := range leases {
+		if a.releaseAt == 0 || (a.lostAt != 0 && a.lostAt < a.releaseAt) {
+			continue
+		}
+		for _, b := range leases {
+			if b != a && b.Sid == a.Sid && b.Start >= a.releaseAt {
+				a.landed = true
+				break
+			}
+		}
+	}
 }
 
 // Claims rebuilds the claims of queue items by Jobs: each from its Take to
@@ -198,6 +225,10 @@ func (l *Lease) note(e record.Event, toldLost bool) {
 func (l *Lease) finish(ended map[int64]int64, pauses []Pause, deaths map[[2]int]int64, end int64) {
 	confirmed := l.releaseAt != 0 && ((l.unlockedAt != 0 && l.UnlockErr == "") || l.freedAt != 0)
 	lost := l.lostAt != 0 || l.lostByRel
+	if l.landed {
+		// Released at releaseAt; a loss told later is its session's end.
+		confirmed, lost = true, false
+	}
 	if e, ok := ended[l.Sid]; ok && l.unlockedAt != 0 && e <= l.unlockedAt {
 		// Its session was over before Unlock returned: whatever Unlock
 		// said, no live session confirmed the release.
@@ -284,7 +315,8 @@ func CheckExclusion(leases []*Lease, n int, rule string) []Violation {
 }
 
 // CheckTokenOrder checks that a lease that ended before another began has
-// the lower token: tokens strictly increase over successive holders.
+// the lower fence (token, then a CachedMutex's section): fences strictly
+// increase over successive holders.
 // Paused leases are left out: their holder may have been stopped before it
 // even noted its grant.
 func CheckTokenOrder(leases []*Lease, rule string) []Violation {
@@ -299,19 +331,36 @@ func CheckTokenOrder(leases []*Lease, rule string) []Violation {
 	byStart := slices.Clone(ls)
 	slices.SortFunc(byStart, func(a, b *Lease) int { return cmpInt(a.Start, b.Start) })
 	var out []Violation
-	var top *Lease // highest token among the leases ended so far
+	var top *Lease // highest fence among the leases ended so far
 	i := 0
 	for _, b := range byStart {
 		for ; i < len(byEnd) && byEnd[i].End <= b.Start; i++ {
-			if top == nil || byEnd[i].Tok > top.Tok {
+			if top == nil || byFence(byEnd[i], top) > 0 {
 				top = byEnd[i]
 			}
 		}
-		if top != nil && top.Tok >= b.Tok && top != b {
-			out = append(out, Violation{Rule: rule, Detail: fmt.Sprintf("token %d granted after token %d had ended: %s", b.Tok, top.Tok, describe([]*Lease{top, b}, b.Start)), At: b.Start})
+		if top != nil && byFence(top, b) >= 0 && top != b {
+			out = append(out, Violation{Rule: rule, Detail: fmt.Sprintf("%s granted after %s had ended: %s", b.fence(), top.fence(), describe([]*Lease{top, b}, b.Start)), At: b.Start})
 		}
 	}
 	return out
+}
+
+// byFence orders leases by fence: token, then section.
+func byFence(a, b *Lease) int {
+	if c := cmpInt(a.Tok, b.Tok); c != 0 {
+		return c
+	}
+	return cmpInt(int64(a.Sec), int64(b.Sec))
+}
+
+// fence names a lease's fence: "token T", or "fence T.S" for a
+// CachedMutex's section.
+func (l *Lease) fence() string {
+	if l.Sec == 0 {
+		return fmt.Sprintf("token %d", l.Tok)
+	}
+	return fmt.Sprintf("fence %d.%d", l.Tok, l.Sec)
 }
 
 // LossStats counts the leases lost while their holder ran (not paused, not
@@ -319,7 +368,7 @@ func CheckTokenOrder(leases []*Lease, rule string) []Violation {
 // next holder (the next higher token) was granted.
 func LossStats(leases []*Lease) (lost, beforeTakeover, paused int) {
 	byTok := slices.Clone(leases)
-	slices.SortFunc(byTok, func(a, b *Lease) int { return cmpInt(a.Tok, b.Tok) })
+	slices.SortFunc(byTok, byFence)
 	for i, l := range byTok {
 		if l.How != LostHow {
 			continue
@@ -342,7 +391,7 @@ func describe(ls []*Lease, at int64) string {
 		if i > 0 {
 			s += "; "
 		}
-		what := fmt.Sprintf("token %d", l.Tok)
+		what := l.fence()
 		if l.job {
 			what = fmt.Sprintf("item %s attempt %d", l.ID, l.Tok)
 		}

@@ -13,6 +13,7 @@ import (
 type regInput struct {
 	Write  bool
 	Tok    int64
+	Sec    uint32
 	Expect int64 // for a write: the value its holder read
 	Value  int64 // for a write: the value written
 }
@@ -57,6 +58,9 @@ var registerModel = porcupine.Model{
 			s += " (no token)"
 		} else {
 			s += fmt.Sprintf(" tok %d", in.Tok)
+			if in.Sec > 0 {
+				s += fmt.Sprintf(".%d", in.Sec)
+			}
 		}
 		if out.Rej {
 			s += " REFUSED"
@@ -73,6 +77,11 @@ var registerModel = porcupine.Model{
 // register's log, and the time the register applied it as its response
 // time; one the register never received did not happen and is left out.
 func RegisterHistory(events []record.Event, log map[string]applied) (ops []porcupine.Operation, stats RegisterStats) {
+	return RegisterHistoryOf(events, record.Mutex, log)
+}
+
+// RegisterHistoryOf is RegisterHistory of the register of workload w.
+func RegisterHistoryOf(events []record.Event, w string, log map[string]applied) (ops []porcupine.Operation, stats RegisterStats) {
 	type pending struct {
 		op  porcupine.Operation
 		ret bool
@@ -80,12 +89,12 @@ func RegisterHistory(events []record.Event, log map[string]applied) (ops []porcu
 	byOp := map[string]*pending{}
 	var order []string
 	for _, e := range Ordered(events) {
-		if e.W != record.Mutex {
+		if e.W != w {
 			continue
 		}
 		switch e.K {
 		case record.Call:
-			in := regInput{Write: e.F == "w", Tok: e.Tok, Expect: e.X, Value: e.V}
+			in := regInput{Write: e.F == "w", Tok: e.Tok, Sec: e.Sec, Expect: e.X, Value: e.V}
 			byOp[e.Op] = &pending{op: porcupine.Operation{ClientId: e.P, Input: in, Call: e.T}}
 			order = append(order, e.Op)
 		case record.Ret:

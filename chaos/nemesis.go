@@ -31,7 +31,12 @@ const (
 	Partition     = "partition a server" // any server, the leader half the time (not in AllFaults)
 	Freeze        = "freeze a client"    // its connections, past its session timeout, just after a grant
 	PauseProc     = "SIGSTOP a holder"   // past its session timeout, mid-hold (just after it read the register)
-	KillClient    = "kill -9 a client"   // then start a new one in its slot
+	// StopIdle stops, past its session timeout, a process just after it
+	// ended a CachedMutex section: its holding kept idle, a frozen holder
+	// holds up the next contender until its session expires, and must not
+	// grant itself a section when it wakes.
+	StopIdle   = "SIGSTOP an idle cached holder"
+	KillClient = "kill -9 a client" // then start a new one in its slot
 	// KillHead kills the process whose consumer stands at the head of the
 	// queue's line, the one that hands items out, then starts a new one in
 	// its slot: the consumer behind it must pass it over.
@@ -43,7 +48,7 @@ const (
 
 // AllFaults is every kind run by default, in the order the summary lists
 // them.
-var AllFaults = []string{KillServer, KillLeader, IsolateFollower, IsolateLeader, Freeze, PauseProc, KillClient, KillHead, StopHead}
+var AllFaults = []string{KillServer, KillLeader, IsolateFollower, IsolateLeader, Freeze, PauseProc, StopIdle, KillClient, KillHead, StopHead}
 
 // faultNames are the kinds' names for flags (-chaos.faults).
 var faultNames = map[string]string{
@@ -54,6 +59,7 @@ var faultNames = map[string]string{
 	"partition":        Partition,
 	"freeze-client":    Freeze,
 	"stop-holder":      PauseProc,
+	"stop-idle":        StopIdle,
 	"kill-client":      KillClient,
 	"kill-head":        KillHead,
 	"stop-head":        StopHead,
@@ -61,7 +67,7 @@ var faultNames = map[string]string{
 
 // ParseFaults turns a comma-separated list of fault names (kill-server,
 // kill-leader, isolate-follower, isolate-leader, partition, freeze-client,
-// stop-holder, kill-client, kill-head, stop-head; "all" for AllFaults) into
+// stop-holder, stop-idle, kill-client, kill-head, stop-head; "all" for AllFaults) into
 // kinds.
 func ParseFaults(list string) ([]string, error) {
 	var out []string
@@ -184,8 +190,11 @@ func (n *nemesis) inject(kind string) {
 		f.Start = record.Now()
 		p.Send(fmt.Sprintf("freeze %d", d.Milliseconds()))
 		time.Sleep(d)
-	case PauseProc:
+	case PauseProc, StopIdle:
 		slot := n.midWrite()
+		if kind == StopIdle {
+			slot = n.idle()
+		}
 		p := n.cs.Get(slot)
 		if p == nil {
 			return
@@ -380,9 +389,13 @@ func (n *nemesis) target() int {
 // fresh waits (up to the longest hold) for a client to be granted the
 // mutex, and returns its slot: cut off now, it is cut off for the most of
 // its hold. Else target().
-func (n *nemesis) fresh() int {
+func (n *nemesis) fresh() int { return n.next(n.held.grants) }
+
+// next waits (up to the longest hold) for a slot signalled on ch after
+// now, and returns it; else target().
+func (n *nemesis) next(ch chan int) int {
 	select {
-	case slot := <-latest(n.held.grants):
+	case slot := <-latest(ch):
 		return slot
 	case <-time.After(n.holdMax + time.Second):
 		return n.target()
@@ -393,14 +406,12 @@ func (n *nemesis) fresh() int {
 // the register, and returns its slot: stopped now, it wakes past its lease
 // with its write still to do. Kleppmann's scenario. Else a holder of
 // anything (target).
-func (n *nemesis) midWrite() int {
-	select {
-	case slot := <-latest(n.held.reads):
-		return slot
-	case <-time.After(n.holdMax + time.Second):
-		return n.target()
-	}
-}
+func (n *nemesis) midWrite() int { return n.next(n.held.reads) }
+
+// idle waits (up to the longest hold) for a process to end a CachedMutex
+// section, its holding then likely kept idle, and returns its slot. Else
+// target().
+func (n *nemesis) idle() int { return n.next(n.held.idle) }
 
 // heal ends every fault left: it is called after run, which heals each
 // fault before the next, so this is a safety net.

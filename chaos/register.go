@@ -11,18 +11,21 @@ import (
 	"github.com/zkrecipes/zkrecipes/chaos/record"
 )
 
-// Register is the resource the mutex workload guards: one integer, kept in
-// the harness, that clients read and write over TCP on 127.0.0.1. It fences:
-// every request carries the holder's token, and a request whose token is
-// lower than the highest the register has seen is refused (REJ) and changes
-// nothing. Reads are fenced too, and raise the highest token seen: a holder
-// that read under a newer token makes every older holder's later write
-// fail, so that a read-modify-write by a stale holder cannot land between
-// a newer holder's read and write. Token 0 means "no token" (the broken
-// client of -unfenced): never refused, never recorded.
+// Register is the resource the mutex and cached workloads guard: one
+// integer, kept in the harness, that clients read and write over TCP on
+// 127.0.0.1. It fences: every request carries the holder's fence
+// (zklock.Fence: the token, and a CachedMutex's section), and a request
+// whose fence is lower than the highest the register has seen is refused
+// (REJ) and changes nothing. Reads are fenced too, and raise the highest
+// fence seen: a holder that read under a newer fence makes every older
+// holder's later write fail, so that a read-modify-write by a stale holder
+// (or an earlier section) cannot land between a newer holder's read and
+// write. Token 0 means "no token" (the broken client of -unfenced): never
+// refused, never recorded.
 //
-// The wire: "R op tok" answered "OK value" or "REJ"; "W op tok expect value"
-// answered "OK" or "REJ" (expect, the value the writer read, is only logged).
+// The wire: "R op fence" answered "OK value" or "REJ"; "W op fence expect
+// value" answered "OK" or "REJ" (expect, the value the writer read, is only
+// logged). A fence is "tok" or "tok.sec".
 //
 // The register logs every request it applied or refused, so that a client
 // killed or paused before it saw the answer leaves no operation of unknown
@@ -33,7 +36,7 @@ type Register struct {
 
 	mu      sync.Mutex
 	value   int64
-	highest int64
+	highest fence
 	log     map[string]applied
 	clobber int // accepted writes whose writer had read another value
 	conns   map[net.Conn]bool
@@ -143,7 +146,7 @@ func (r *Register) apply(f []string) (string, error) {
 		return "", fmt.Errorf("bad request %q", f)
 	}
 	op := f[1]
-	tok, err := strconv.ParseInt(f[2], 10, 64)
+	tok, err := parseFence(f[2])
 	if err != nil {
 		return "", err
 	}
@@ -158,11 +161,13 @@ func (r *Register) apply(f []string) (string, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if tok != 0 && tok < r.highest {
+	if tok.tok != 0 && tok.compare(r.highest) < 0 {
 		r.log[op] = applied{T: record.Now(), Rej: true}
 		return "REJ", nil
 	}
-	r.highest = max(r.highest, tok)
+	if tok.compare(r.highest) > 0 {
+		r.highest = tok
+	}
 	if f[0] == "R" {
 		r.log[op] = applied{T: record.Now(), V: r.value}
 		return "OK " + strconv.FormatInt(r.value, 10), nil
@@ -173,4 +178,35 @@ func (r *Register) apply(f []string) (string, error) {
 	r.value = v
 	r.log[op] = applied{T: record.Now()}
 	return "OK", nil
+}
+
+// fence is a request's zklock.Fence: the token, then the section.
+type fence struct {
+	tok int64
+	sec uint32
+}
+
+// parseFence reads "tok" or "tok.sec".
+func parseFence(s string) (fence, error) {
+	t, sec, dotted := strings.Cut(s, ".")
+	tok, err := strconv.ParseInt(t, 10, 64)
+	if err != nil {
+		return fence{}, err
+	}
+	f := fence{tok: tok}
+	if dotted {
+		n, err := strconv.ParseUint(sec, 10, 32)
+		if err != nil {
+			return fence{}, err
+		}
+		f.sec = uint32(n)
+	}
+	return f, nil
+}
+
+func (f fence) compare(g fence) int {
+	if c := cmpInt(f.tok, g.tok); c != 0 {
+		return c
+	}
+	return cmpInt(int64(f.sec), int64(g.sec))
 }

@@ -47,6 +47,10 @@ type Config struct {
 	// never watch Done, and hold on whatever happens; the run must then
 	// report two holders at once when one is cut off.
 	Deaf bool
+	// Bypass breaks the cached workload on purpose (see chaosclient): in
+	// hot phases, sections deaf to contenders; the run must then report
+	// contenders passed by more than the library allows.
+	Bypass bool
 }
 
 func (c *Config) defaults() {
@@ -142,8 +146,14 @@ type History struct {
 	End         int64  // when the run ended, on the shared clock
 	Remaining   int    // items left in the queue after draining
 	Converged   string // observers on the last leader
-	Settle      []Violation
-	Ensemble    Ensemble
+	// The cached workload's register.
+	CachedRegister    map[string]applied
+	CachedLostUpdates int
+	// Joins is when the harness first saw each node of the cached
+	// workload's line, by path: for CheckBypass.
+	Joins    map[string]int64
+	Settle   []Violation
+	Ensemble Ensemble
 }
 
 // Death is when a killed client process was reaped.
@@ -180,11 +190,23 @@ func Run(t *testing.T, cfg Config) *Result {
 		t.Fatal(err)
 	}
 	defer reg.Close()
+	regC, err := StartRegister() // the cached workload's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer regC.Close()
 	bin := zktest.BuildProgram(t, "github.com/zkrecipes/zkrecipes/chaos/cmd/chaosclient")
 	var b [4]byte
 	rand.Read(b[:])
 	root := "/chaos-" + hex.EncodeToString(b[:])
 
+	watcher, err := connectAdmin(servers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close()
+	stopJoins := make(chan struct{})
+	joins := watchJoins(watcher, root+"/cached", stopJoins)
 	var (
 		mu     sync.Mutex
 		events []record.Event
@@ -203,7 +225,7 @@ func Run(t *testing.T, cfg Config) *Result {
 	cs := NewClients(bin, cfg.Clients, logs,
 		func(slot, inc int) []string {
 			a := []string{
-				"-zk", strings.Join(servers, ","), "-root", root, "-register", reg.Addr(),
+				"-zk", strings.Join(servers, ","), "-root", root, "-register", reg.Addr(), "-register-cached", regC.Addr(),
 				"-slot", itoa(slot), "-inc", itoa(inc), "-session", cfg.SessionTimeout.String(),
 				"-permits", itoa(cfg.Permits), "-hold-min", cfg.HoldMin.String(), "-hold-max", cfg.HoldMax.String(),
 				"-work", cfg.Work.String(), "-job-hold", cfg.JobHold.String(), "-job-long", cfg.JobLong.String(), "-pin", itoa(cfg.pin(slot)),
@@ -216,6 +238,9 @@ func Run(t *testing.T, cfg Config) *Result {
 			}
 			if cfg.Deaf {
 				a = append(a, "-deaf")
+			}
+			if cfg.Bypass {
+				a = append(a, "-bypass")
 			}
 			return a
 		}, sink)
@@ -266,9 +291,11 @@ func Run(t *testing.T, cfg Config) *Result {
 	})
 	t.Logf("chaos: observers converged (%v)", time.Since(begin).Round(time.Second))
 	admin.Close()
+	close(stopJoins)
 	end := record.Now()
 	cs.KillAll()
 	reg.Close()
+	regC.Close()
 
 	// The servers, each read alone: the killed clients' sessions expire
 	// meanwhile, so it reads again until they agree, for a while.
@@ -292,7 +319,9 @@ func Run(t *testing.T, cfg Config) *Result {
 	}
 	slices.SortFunc(h.Deaths, func(a, b Death) int { return cmpInt(a.T, b.T) })
 	h.Register, h.LostUpdates = reg.Log(), reg.LostUpdates()
+	h.CachedRegister, h.CachedLostUpdates = regC.Log(), regC.LostUpdates()
 	h.End, h.Remaining, h.Converged, h.Settle, h.Ensemble = end, remaining, converged, settle, ens
+	h.Joins = joins()
 	res := Check(h)
 	if cfg.Out != "" {
 		writeFiles(t, cfg.Out, res, h)
@@ -473,6 +502,9 @@ func Check(h *History) *Result {
 	if cfg.Deaf {
 		broken += "  [-deaf: holders' Done ignored ON PURPOSE]"
 	}
+	if cfg.Bypass {
+		broken += "  [-bypass: cached sections deaf to contenders ON PURPOSE]"
+	}
 	p("zkchaos: %d servers, %d client processes (%d pinned to one server), faults for %v (whole run %v), session timeout %v, holds %v-%v, seed %d%s",
 		cfg.Servers, cfg.Clients, min(max(cfg.Pinned, 0), cfg.Clients), cfg.For, h.Elapsed.Round(time.Second), cfg.SessionTimeout, cfg.HoldMin, cfg.HoldMax, cfg.Seed, broken)
 	count := map[string]int{}
@@ -514,6 +546,45 @@ func Check(h *History) *Result {
 	p("register:  %d ops (%d reads, %d writes, %d refused by fencing; %d outcomes from the register's log); lost updates: %d; porcupine: %s",
 		len(ops), rst.Reads, rst.Writes, rst.Refused, rst.FromLog, r.LostUpdates, res)
 
+	// CachedMutex: its sections and a Mutex's leases on one path, and their
+	// register.
+	cached := Leases(evs, record.Cached, h.Pauses, deaths, h.End)
+	vs = append(vs, CheckExclusion(cached, 1, "cached: one holder at a time")...)
+	vs = append(vs, CheckTokenOrder(cached, "cached: fences increase")...)
+	waiters, worst, bv := CheckBypass(cached, h.Joins, h.Pauses, BypassWindow)
+	vs = append(vs, bv...)
+	cops, crst := RegisterHistoryOf(evs, record.Cached, h.CachedRegister)
+	chtml := ""
+	if cfg.Out != "" {
+		chtml = filepath.Join(cfg.Out, "register-cached.html")
+	}
+	cres, crv, err := CheckRegister(cops, chtml, 5*time.Minute)
+	if err != nil {
+		crv = append(crv, Violation{Rule: "register visualisation", Detail: err.Error()})
+	}
+	for i := range crv {
+		crv[i].Rule = "cached: " + crv[i].Rule
+	}
+	vs = append(vs, crv...)
+	if h.CachedLostUpdates > 0 {
+		vs = append(vs, Violation{Rule: "cached: no lost update", Detail: fmt.Sprintf("the register accepted %d writes on top of a value their writer had not read", h.CachedLostUpdates)})
+	}
+	if crst.Mismatch > 0 {
+		vs = append(vs, Violation{Rule: "cached: register log", Detail: fmt.Sprintf("%d answers differ between client and register", crst.Mismatch)})
+	}
+	local, holdings := 0, map[int64]bool{}
+	for _, l := range cached {
+		holdings[l.Tok] = true
+		if l.Sec >= 2 {
+			local++
+		}
+	}
+	lost, before, paused = LossStats(cached)
+	p("cached:    %d sections of %d holdings, %d granted in process; %d lost while running, %d of them reported before the next grant; %d lost while paused (SIGSTOP)%s",
+		len(cached), len(holdings), local, lost, before, paused, wakeNote(cached))
+	p("bypass:    %d contenders' joins seen; at most %d sections of one holding began later than %v after a join (1 allowed)", waiters, worst, BypassWindow)
+	p("register:  %d ops (%d reads, %d writes, %d refused by fencing; %d outcomes from the register's log); lost updates: %d; porcupine: %s",
+		len(cops), crst.Reads, crst.Writes, crst.Refused, crst.FromLog, h.CachedLostUpdates, cres)
 	// Election.
 	lead := Leases(evs, record.Election, h.Pauses, deaths, h.End)
 	vs = append(vs, CheckExclusion(lead, 1, "election: one leader at a time")...)
@@ -560,10 +631,10 @@ func Check(h *History) *Result {
 	// reported as a release, or an Ack that landed reported as a lost
 	// claim, breaks the library's promise to be honest about loss.
 	var findings []Violation
-	for _, ls := range [][]*Lease{mutex, lead, sem} {
+	for _, ls := range [][]*Lease{mutex, cached, lead, sem} {
 		for _, l := range ls {
 			if l.Misreported {
-				findings = append(findings, Violation{Rule: l.W + ": loss misreported", Detail: fmt.Sprintf("client %d.%d token %d (session 0x%x, paused: %v) was lost, and its Unlock returned %q", l.P, l.Inc, l.Tok, l.Sid, l.Paused, l.UnlockErr), At: l.Start})
+				findings = append(findings, Violation{Rule: l.W + ": loss misreported", Detail: fmt.Sprintf("client %d.%d %s (session 0x%x, paused: %v) was lost, and its Unlock returned %q", l.P, l.Inc, l.fence(), l.Sid, l.Paused, l.UnlockErr), At: l.Start})
 			}
 		}
 	}

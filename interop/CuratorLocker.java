@@ -18,6 +18,14 @@ import org.apache.curator.retry.RetryNTimes;
  *     "enter WHO", sleep 5ms, append "exit WHO", release.
  * CuratorLocker try CONNECT LOCKPATH SECONDS
  *     try to acquire within SECONDS; print "acquired" or "timeout"; release.
+ * CuratorLocker timed CONNECT LOCKPATH
+ *     print "ready", then do what each line on stdin says:
+ *     "lock": acquire, print "held MICROS" (the time acquire took);
+ *     "unlock": release, print "released";
+ *     "loop SECONDS": acquire and release as fast as it can for SECONDS,
+ *     print "cycles N SECONDS-TAKEN";
+ *     "every MILLIS K": K times, acquire and release, MILLIS apart, print
+ *     "waits MICROS..." (the time each acquire took).
  * </pre>
  */
 public class CuratorLocker {
@@ -30,6 +38,10 @@ public class CuratorLocker {
                 throw new IllegalStateException("not connected to " + connect);
             }
             InterProcessMutex mutex = new InterProcessMutex(client, path);
+            if (mode.equals("timed")) {
+                timed(mutex, in);
+                return;
+            }
             if (mode.equals("try")) {
                 if (mutex.acquire(Long.parseLong(args[3]), TimeUnit.SECONDS)) {
                     System.out.println("acquired");
@@ -59,6 +71,56 @@ public class CuratorLocker {
                     mutex.release();
                 }
             }
+        }
+    }
+
+    static void timed(InterProcessMutex mutex, BufferedReader in) throws Exception {
+        System.out.println("ready");
+        System.out.flush();
+        String line;
+        while ((line = in.readLine()) != null) {
+            String[] f = line.trim().split(" ");
+            switch (f[0]) {
+                case "lock": {
+                    long t0 = System.nanoTime();
+                    mutex.acquire();
+                    System.out.println("held " + (System.nanoTime() - t0) / 1000);
+                    break;
+                }
+                case "unlock":
+                    mutex.release();
+                    System.out.println("released");
+                    break;
+                case "loop": {
+                    long t0 = System.nanoTime();
+                    long end = t0 + (long) (Double.parseDouble(f[1]) * 1e9);
+                    long n = 0;
+                    while (System.nanoTime() < end) {
+                        mutex.acquire();
+                        mutex.release();
+                        n++;
+                    }
+                    System.out.println("cycles " + n + " " + (System.nanoTime() - t0) / 1e9);
+                    break;
+                }
+                case "every": {
+                    long millis = Long.parseLong(f[1]);
+                    int k = Integer.parseInt(f[2]);
+                    StringBuilder waits = new StringBuilder("waits");
+                    for (int i = 0; i < k; i++) {
+                        Thread.sleep(millis);
+                        long t0 = System.nanoTime();
+                        mutex.acquire();
+                        waits.append(' ').append((System.nanoTime() - t0) / 1000);
+                        mutex.release();
+                    }
+                    System.out.println(waits);
+                    break;
+                }
+                default:
+                    throw new IllegalArgumentException("unknown command " + line);
+            }
+            System.out.flush();
         }
     }
 }

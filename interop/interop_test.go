@@ -60,11 +60,11 @@ func setup(t *testing.T) (*zktest.Server, *zkrecipes.Session, string) {
 	return srv, s, path
 }
 
-func connect(t *testing.T, addrs []string) *zkrecipes.Session {
+func connect(t *testing.T, addrs []string, opts ...zkrecipes.Option) *zkrecipes.Session {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := zkrecipes.Connect(ctx, addrs)
+	s, err := zkrecipes.Connect(ctx, addrs, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/go-zookeeper/zk"
@@ -25,6 +26,10 @@ type Contender struct {
 	// whose node was just deleted may still be listed, for a moment, by a
 	// reader that read it first.
 	Holds bool
+	// Cached: a CachedMutex's node. Holding, it may be idle between
+	// critical sections, kept for the next one; it lets go as soon as
+	// anyone joins the line.
+	Cached bool
 }
 
 // contenders lists the line of kind's family in dir, in order, with whether
@@ -64,7 +69,8 @@ func readLine(ctx context.Context, s *session.Session, dir string, kind line.Kin
 			return nil, nil, fmt.Errorf("zklock: read %s/%s: %w", dir, c.Name, errs[i])
 		}
 		st := nodes[i].Stat
-		out = append(out, Contender{Path: dir + "/" + c.Name, Data: nodes[i].Data, SessionID: st.EphemeralOwner, Token: st.Czxid})
+		out = append(out, Contender{Path: dir + "/" + c.Name, Data: nodes[i].Data, SessionID: st.EphemeralOwner, Token: st.Czxid,
+			Cached: c.Ours() && strings.Contains(c.Name, cachedMarker)})
 		read = append(read, c)
 	}
 	return out, read, nil

@@ -252,7 +252,7 @@ var opNames = map[int32]string{
 	zktest.OpCreate: "create", zktest.OpDelete: "delete", zktest.OpExists: "exists",
 	zktest.OpGetData: "getData", zktest.OpSetData: "setData", zktest.OpGetChildren: "getChildren",
 	zktest.OpGetChildren2: "getChildren2", zktest.OpCheck: "check", zktest.OpMulti: "multi",
-	zktest.OpCreateContainer: "createContainer",
+	zktest.OpCreateContainer: "createContainer", zktest.OpSync: "sync",
 }
 
 // A scenario is an operation of a recipe, run under a fault. The requests
@@ -964,33 +964,53 @@ func runFaults(t *testing.T, faults func(u use) []fault) {
 					sc.run(t, bg(t), e, f)
 				})
 			}
-			var ended, returned []time.Duration
-			for _, f := range fs {
-				if cf, ok := f.(ctxFault); ok && cf.probe.seen {
-					if cf.probe.returned {
-						returned = append(returned, cf.end)
-					} else {
-						ended = append(ended, cf.end)
-					}
-				}
-			}
-			zktest.RequireCtxBothWays(t, rs.r.name+"/"+sc.name, ended, returned, false)
+			requireCtxBothWays(t, rs.r.name+"/"+sc.name, fs)
 		}
 	}
+}
+
+// requireCtxBothWays checks that the ctx faults among fs, those that ran,
+// ended the operation's ctx both before it returned and after.
+func requireCtxBothWays(t *testing.T, what string, fs []fault) {
+	t.Helper()
+	var ended, returned []time.Duration
+	for _, f := range fs {
+		if cf, ok := f.(ctxFault); ok && cf.probe.seen {
+			if cf.probe.returned {
+				returned = append(returned, cf.end)
+			} else {
+				ended = append(ended, cf.end)
+			}
+		}
+	}
+	zktest.RequireCtxBothWays(t, what, ended, returned, false)
+}
+
+// dropFaults are the connection drops right after each of ops, in every
+// mode.
+func dropFaults(ops []int32) []fault {
+	var fs []fault
+	for _, op := range ops {
+		for _, mode := range []zktest.Mode{zktest.AfterWrite, zktest.LoseReply, zktest.BeforeWrite} {
+			fs = append(fs, dropFault{op: op, mode: mode, base: new(int)})
+		}
+	}
+	return fs
+}
+
+// ctxFaults are the operation's ctx ending at each of zktest.CtxEnds.
+func ctxFaults() []fault {
+	var fs []fault
+	for _, end := range zktest.CtxEnds() {
+		fs = append(fs, ctxFault{end: end, probe: &ctxProbe{}})
+	}
+	return fs
 }
 
 // Fault (1): the connection drops right after each kind of request the
 // recipes send.
 func TestFaultDropZklock(t *testing.T) {
-	runFaults(t, func(u use) []fault {
-		var fs []fault
-		for _, op := range u.ops {
-			for _, mode := range []zktest.Mode{zktest.AfterWrite, zktest.LoseReply, zktest.BeforeWrite} {
-				fs = append(fs, dropFault{op: op, mode: mode, base: new(int)})
-			}
-		}
-		return fs
-	})
+	runFaults(t, func(u use) []fault { return dropFaults(u.ops) })
 }
 
 // Fault (2): the caller's ctx ends before, during or after each operation;
@@ -998,13 +1018,7 @@ func TestFaultDropZklock(t *testing.T) {
 // before it returned and after (but for one that waits on another
 // holder, or runs until ctx ends).
 func TestFaultCtxZklock(t *testing.T) {
-	runFaults(t, func(use) []fault {
-		var fs []fault
-		for _, end := range zktest.CtxEnds() {
-			fs = append(fs, ctxFault{end: end, probe: &ctxProbe{}})
-		}
-		return fs
-	})
+	runFaults(t, func(use) []fault { return ctxFaults() })
 }
 
 // Both faults at once, on a release: its ctx ends (here before the call)

@@ -3,6 +3,8 @@ package zklock
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -19,6 +21,10 @@ type options struct {
 	data []byte
 	acl  []zk.ACL
 	errs []error
+
+	// A CachedMutex's (cached.go); cachedOnly names those given.
+	fresh, idle time.Duration
+	cachedOnly  []string
 }
 
 // WithData stores b in the contender's node, for whoever lists the
@@ -46,9 +52,19 @@ func WithACL(acl []zk.ACL) Option {
 	}
 }
 
-// newOptions checks what every recipe constructor is given.
+// newOptions checks what every recipe constructor but NewCachedMutex is
+// given.
 func newOptions(s *zkrecipes.Session, path string, opts []Option) (options, error) {
-	var o options
+	o, err := newAnyOptions(s, path, opts)
+	if err == nil && len(o.cachedOnly) > 0 {
+		err = fmt.Errorf("zklock: %w: %s applies to a CachedMutex only", zkrecipes.ErrInvalidArgument, strings.Join(o.cachedOnly, ", "))
+	}
+	return o, err
+}
+
+// newAnyOptions checks what every recipe constructor is given.
+func newAnyOptions(s *zkrecipes.Session, path string, opts []Option) (options, error) {
+	o := options{fresh: DefaultFreshness, idle: DefaultIdleRelease}
 	if s == nil {
 		return o, fmt.Errorf("zklock: %w: nil Session", zkrecipes.ErrInvalidArgument)
 	}

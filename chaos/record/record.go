@@ -32,7 +32,10 @@ func Now() int64 {
 
 // Workloads.
 const (
-	Mutex     = "mutex"
+	Mutex = "mutex"
+	// Cached is the CachedMutex workload, on the mutex's path and
+	// register: its leases are critical sections, told apart by Sec.
+	Cached    = "cached"
 	Election  = "election"
 	Observe   = "observe"
 	Semaphore = "semaphore"
@@ -44,7 +47,7 @@ const (
 	// A lease of a lock, a permit or a leadership (Mutex, Semaphore,
 	// Election).
 	Acquiring = "acquiring" // about to call Lock, Acquire or Campaign
-	Grant     = "grant"     // it returned a lease: Tok, Sid, Srv
+	Grant     = "grant"     // it returned a lease: Tok, Sid, Srv (a lock's: Sec, and ID its node)
 	Lost      = "lost"      // the lease's Done closed without a release: Tok, Err (a Job's: ID, D)
 	Freed     = "freed"     // the lease's Done closed with its release confirmed: Tok
 	Release   = "release"   // about to call Unlock or Resign: Tok
@@ -90,6 +93,7 @@ type Event struct {
 	T       int64  `json:"t"`           // Now() when it happened
 	Sid     int64  `json:"s,omitempty"`
 	Tok     int64  `json:"tok,omitempty"`
+	Sec     uint32 `json:"sec,omitempty"` // a CachedMutex lease's section: its Fence is {Tok, Sec}
 	Op      string `json:"op,omitempty"`
 	F       string `json:"f,omitempty"`
 	X       int64  `json:"x,omitempty"`

@@ -58,14 +58,19 @@ func printContenders(w io.Writer, kind string, cs []zklock.Contender) {
 	fmt.Fprintln(tw, "ROLE\tNODE\tSESSION\tTOKEN\tDATA")
 	role, pos := positions(kind, cs)
 	for i, c := range cs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", roleText(role[i], pos[i]), c.Path, sessionID(c.SessionID), c.Token, printable(c.Data))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", roleText(role[i], pos[i], c.Cached), c.Path, sessionID(c.SessionID), c.Token, printable(c.Data))
 	}
 	tw.Flush()
 }
 
-// roleText is a role as the text output shows it: "holder", "waiter 2".
-func roleText(role string, position int) string {
-	if position == 0 {
+// roleText is a role as the text output shows it: "holder", "waiter 2";
+// "holder (cached)" for a CachedMutex's holder, which may be idle between
+// critical sections and lets go as soon as anyone joins.
+func roleText(role string, position int, cached bool) string {
+	switch {
+	case position == 0 && cached:
+		return role + " (cached)"
+	case position == 0:
 		return role
 	}
 	return role + " " + strconv.Itoa(position)

@@ -152,3 +152,39 @@ func TestHoldersAndWatchTellEveryRecipe(t *testing.T) {
 		})
 	}
 }
+
+// A CachedMutex's holding kept idle between critical sections shows as a
+// holder, "(cached)", in holders' text and JSON.
+func TestHoldersShowsCachedHolder(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t).Addr()
+	path := lockPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := zkrecipes.Connect(ctx, []string{addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	m, err := zklock.NewCachedMutex(s, path, zklock.WithData([]byte("kept")), zklock.WithIdleRelease(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Release(ctx)
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := regexp.MustCompile(`^ROLE +NODE +SESSION +TOKEN +DATA\nholder \(cached\) +\S+-cached-lock-\d+ +0x[0-9a-f]+ +\d+ +kept\n$`)
+	if out := run(t, addr, 0, "holders", path); !want.MatchString(out) {
+		t.Errorf("holders printed:\n%s\nwant a match for %s", out, want)
+	}
+	var hs jsonHolders
+	runJSON(t, addr, &hs, "holders", "-json", path)
+	if len(hs.Contenders) != 1 || hs.Contenders[0].Role != "holder" || !hs.Contenders[0].Cached {
+		t.Errorf("holders -json: %+v, want one cached holder", hs.Contenders)
+	}
+}

@@ -81,6 +81,10 @@
 //	    which the server removes once it has been empty a while, so an
 //	    unused one does not exist either); one that holds a queue, or nodes
 //	    of no recipe, exits 5.
+//	    A zklock.CachedMutex's holder shows as "holder (cached)" ("cached":
+//	    true in JSON): it may be idle between critical sections, kept for
+//	    its process's next Lock, and lets go as soon as anyone joins the
+//	    line.
 //
 //	watch [-once] PATH
 //	    Show the line of the lock, semaphore or election at PATH, and show

@@ -33,7 +33,8 @@ type jsonContender struct {
 	Position int    `json:"position"` // 0 for a holder, 1... for the waiters in the order they will be served
 	Path     string `json:"path"`
 	Session  string `json:"session"`
-	Token    int64  `json:"token"` // the node's czxid: the fencing token, an election's term
+	Token    int64  `json:"token"`            // the node's czxid: the fencing token, an election's term
+	Cached   bool   `json:"cached,omitempty"` // a CachedMutex's node: held, it may be idle between critical sections
 	jsonData
 	// watch only: when the node was created (the server's clock) and the
 	// time since then, when the frame was read.
@@ -68,7 +69,7 @@ func sessionID(id int64) string { return fmt.Sprintf("0x%x", id) }
 
 // contenderJSON is a contender with its role and position (see positions).
 func contenderJSON(c zklock.Contender, role string, position int) jsonContender {
-	return jsonContender{Role: role, Position: position, Path: c.Path, Session: sessionID(c.SessionID), Token: c.Token, jsonData: newJSONData(c.Data)}
+	return jsonContender{Role: role, Position: position, Path: c.Path, Session: sessionID(c.SessionID), Token: c.Token, Cached: c.Cached, jsonData: newJSONData(c.Data)}
 }
 
 // printJSON prints v as one line of JSON and returns code, or the failure

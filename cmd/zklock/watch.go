@@ -334,7 +334,7 @@ func (f frame) print(w io.Writer) error {
 	}
 	role, pos := positions(f.kind, f.cs())
 	for i, m := range f.contenders {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\t%s\n", roleText(role[i], pos[i]), m.Path, sessionID(m.SessionID), m.Token,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\t%s\n", roleText(role[i], pos[i], m.Cached), m.Path, sessionID(m.SessionID), m.Token,
 			f.inLine(m).Round(100*time.Millisecond), printable(m.Data))
 	}
 	return tw.Flush()

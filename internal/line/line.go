@@ -66,6 +66,9 @@ type Held struct {
 	Token int64 // our node's Czxid
 	// Behind: a contender was behind ours in the last listing.
 	Behind bool
+	// Waited: we waited in line before we held (a contender ahead of us
+	// went away).
+	Waited bool
 	// DirEv, when not nil, is the directory's child watch, set after our
 	// node was created and not fired yet: it stands in for Own.
 	DirEv <-chan zk.Event

@@ -18,6 +18,20 @@ func (e *Entry) Listing() []string {
 	return l
 }
 
+// Alone reports whether the listing taken with our create, while Wait has
+// not used it yet, shows our node alone in the line: Wait will find that we
+// hold, with no one behind us. False when there is no such listing.
+func (e *Entry) Alone() bool {
+	return e.first != nil && Alone(e.first, e.spec.Kind, e.name)
+}
+
+// Alone reports whether the listing children shows the node called name
+// alone in a line of kind's family, with no contender of another.
+func Alone(children []string, kind Kind, name string) bool {
+	l, foreign := Parse(children, kind)
+	return foreign == "" && len(l) == 1 && l[0].Name == name
+}
+
 // NewPrefix returns a fresh name prefix for a node of spec's, as Join makes
 // one: for a recipe that creates its node in a multi of its own, and finds
 // it with Find after a reply lost.

@@ -41,7 +41,8 @@ func (k Kind) family() Kind {
 //	kazoo Lock, WriteLock            <uuid>__lock__0000000007
 //	kazoo ReadLock                   <uuid>__rlock__0000000007
 //
-// This module's own: "-lock-" a Mutex's, "-write-" and "-read-" an
+// This module's own: "-lock-" a Mutex's (a CachedMutex's ends
+// "-cached-lock-", which other clients read as "-lock-"), "-write-" and "-read-" an
 // RWMutex's writers and readers, "-sem-", "-elect-" and "-take-" a
 // Semaphore's, an Election's and a fairqueue consumer's.
 //

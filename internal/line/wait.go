@@ -53,7 +53,7 @@ func (e *Entry) Wait(ctx context.Context, wait bool) (*Held, error) {
 		}
 		d := e.spec.Rule(line, me)
 		if d.Hold {
-			return e.hold(ctx, me+1 < len(line), gen)
+			return e.hold(ctx, me+1 < len(line), waited, gen)
 		}
 		if !wait {
 			return nil, fmt.Errorf("%w: %d ahead, first %s", e.spec.Busy, me, line[0].Name)
@@ -84,7 +84,7 @@ func (e *Entry) Wait(ctx context.Context, wait bool) (*Held, error) {
 		switch {
 		case ev == zk.EventNodeDeleted && d.GoneHolds,
 			ev == zk.EventNodeDataChanged && d.ReleaseHolds && line[d.Watch[i]].Ours():
-			return e.hold(ctx, false, gen)
+			return e.hold(ctx, false, true, gen)
 		}
 		// Something changed ahead of us, and the rule needs a fresh look.
 	}
@@ -278,7 +278,7 @@ func (e *Entry) ownFired(ctx context.Context) error {
 // hold is the last step before we hold: learn our token (from the create's
 // reply, else from our node's Stat), check the node is our session's when
 // the spec asks, and that nothing happened to it or to the session.
-func (e *Entry) hold(ctx context.Context, behind bool, gen <-chan struct{}) (*Held, error) {
+func (e *Entry) hold(ctx context.Context, behind, waited bool, gen <-chan struct{}) (*Held, error) {
 	token := e.czxid
 	if e.own == nil && (token == 0 || e.spec.VerifyOwner) {
 		w, err := znode.WatchNode(ctx, e.s, e.path)
@@ -308,7 +308,7 @@ func (e *Entry) hold(ctx context.Context, behind bool, gen <-chan struct{}) (*He
 	if e.s.Err() != nil {
 		return nil, e.sessionOver()
 	}
-	return &Held{Path: e.path, Token: token, Behind: behind, DirEv: e.dirEv, Own: e.own, Reconnect: gen, Recipe: e.spec.Recipe}, nil
+	return &Held{Path: e.path, Token: token, Behind: behind, Waited: waited, DirEv: e.dirEv, Own: e.own, Reconnect: gen, Recipe: e.spec.Recipe}, nil
 }
 
 func (e *Entry) vanished() error {

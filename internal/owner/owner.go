@@ -120,6 +120,10 @@ type Owner struct {
 	inbox      []*request // handed over, not yet taken by the goroutine
 	closed     bool       // the goroutine takes no more requests: answer them here
 
+	// cache is a cached holding's state (cache.go); nil for a holding that
+	// is one lease.
+	cache *cache
+
 	// The rest belongs to the goroutine (run).
 	defRelease ReleaseFunc
 	dirEv      <-chan zk.Event
@@ -134,9 +138,14 @@ type Owner struct {
 
 type request struct {
 	ctx     context.Context
-	release ReleaseFunc // a release, or else a write of data
+	release ReleaseFunc // a release, or else a write of data (or a multi)
 	kind    string      // a release's kind, e.g. "unlock", "ack"
 	data    []byte
+	ops     []any              // a multi's operations, sent behind the node's check (multi.go)
+	res     []zk.MultiResponse // the multi's results, set before its reply
+	sec     *Section           // a cached holding's section the request is about (cache.go)
+	cached  cacheOp            // a cached holding's request (cache.go); 0 for none
+	grant   *grantReq          // a grant's state (cache.go)
 	reply   chan error
 }
 
@@ -150,6 +159,13 @@ type releasing struct {
 
 // Start starts the owner of a node that is held now.
 func Start(cfg Config) *Owner {
+	o := newOwner(cfg)
+	go o.run()
+	return o
+}
+
+// newOwner is an owner whose goroutine is yet to start.
+func newOwner(cfg Config) *Owner {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	o := &Owner{
 		s: cfg.Session, path: cfg.Path, lostErr: cfg.Lost, released: cfg.Released, settled: cfg.Settled,
@@ -170,7 +186,6 @@ func Start(cfg Config) *Owner {
 	case cfg.DirEv == nil:
 		o.look = true // nothing watches the node yet
 	}
-	go o.run()
 	return o
 }
 
@@ -229,13 +244,50 @@ func (o *Owner) Write(ctx context.Context, data []byte) error {
 // release must not be lost to a context that ended), then waits for its
 // answer or ctx.
 func (o *Owner) ask(ctx context.Context, r *request) error {
+	if !o.handOver(r) {
+		return o.closedAnswer(r)
+	}
+	// A release whose outcome is decided by now gets it, not a "maybe":
+	// the holding has ended (released or lost).
+	err, _ := o.await(ctx, r, func() (error, bool) {
+		if r.release != nil && o.Err() != nil {
+			return o.final(r.kind), true
+		}
+		return nil, false
+	})
+	return err
+}
+
+// await waits for r's answer (answered) or for ctx to end. Once ctx has
+// ended, an answer there by now wins; then decided, when not nil, may say
+// what r gets although unanswered (its outcome decided by the end of what
+// it asks about); else ctx's cause.
+func (o *Owner) await(ctx context.Context, r *request, decided func() (error, bool)) (err error, answered bool) {
+	select {
+	case err := <-r.reply:
+		return err, true
+	case <-ctx.Done():
+		select {
+		case err := <-r.reply:
+			return err, true
+		default:
+		}
+		if decided != nil {
+			if err, ok := decided(); ok {
+				return err, false
+			}
+		}
+		return context.Cause(ctx), false
+	}
+}
+
+// handOver puts r in the goroutine's inbox, without blocking; false when
+// the goroutine takes no more requests (the holding has ended).
+func (o *Owner) handOver(r *request) bool {
 	o.mu.Lock()
 	if o.closed {
 		o.mu.Unlock()
-		if r.release == nil {
-			return o.Err() // no write after the end
-		}
-		return o.final(r.kind)
+		return false
 	}
 	o.inbox = append(o.inbox, r)
 	o.mu.Unlock()
@@ -243,23 +295,18 @@ func (o *Owner) ask(ctx context.Context, r *request) error {
 	case o.wake <- struct{}{}:
 	default:
 	}
-	select {
-	case err := <-r.reply:
-		return err
-	case <-ctx.Done():
-		// A release whose outcome is decided by now gets it, not a
-		// "maybe": the holding has ended (released or lost), or the
-		// answer is there.
-		select {
-		case err := <-r.reply:
-			return err
-		default:
-		}
-		if r.release != nil && o.Err() != nil {
-			return o.final(r.kind)
-		}
-		return context.Cause(ctx)
+	return true
+}
+
+// closedAnswer is what r gets once the holding has ended.
+func (o *Owner) closedAnswer(r *request) error {
+	switch {
+	case r.cached != 0:
+		return o.cachedClosedAnswer(r)
+	case r.release == nil:
+		return o.Err() // no write after the end
 	}
+	return o.final(r.kind)
 }
 
 // final is what a release of kind gets once the holding has ended.
@@ -313,8 +360,15 @@ func (o *Owner) run() {
 			o.lookAt, o.look = nil, true
 		case <-o.reconnect:
 			o.reconnected()
+		case res := <-o.cacheSynced():
+			o.synced(res)
+		case <-o.cacheIdle():
+			o.idleFired()
 		case <-o.s.Done():
 			o.end(o.lossf("%w", o.s.Err()))
+		}
+		if o.cache != nil && o.Err() == nil {
+			o.serve()
 		}
 	}
 	o.settle()
@@ -338,6 +392,10 @@ func (o *Owner) step() <-chan struct{} {
 
 // take queues a request.
 func (o *Owner) take(r *request) {
+	if r.cached != 0 {
+		o.takeCached(r)
+		return
+	}
 	switch {
 	case r.release == nil && o.release != nil:
 		r.reply <- fmt.Errorf("%w: a release is under way", o.released)
@@ -389,6 +447,11 @@ func (o *Owner) doWrite() <-chan struct{} {
 	if w.ctx.Err() != nil {
 		o.writes = o.writes[1:]
 		w.reply <- context.Cause(w.ctx) // not sent: the writer gave up
+		return nil
+	}
+	if w.ops != nil {
+		o.writes = o.writes[1:]
+		o.doMulti(w)
 		return nil
 	}
 	v := o.version.Load()
@@ -454,6 +517,10 @@ func (o *Owner) doLook() <-chan struct{} {
 func (o *Owner) reconnected() {
 	o.reconnect = o.s.NextReconnect()
 	o.dirEv = nil
+	if o.cache != nil {
+		o.cacheReconnected()
+		return
+	}
 	if o.release == nil {
 		o.look, o.lookAt = true, nil
 	}
@@ -465,6 +532,10 @@ func (o *Owner) dirEvent(ev zk.Event) {
 	o.dirEv = nil
 	if znode.Dropped(ev) {
 		o.sessionOver()
+		return
+	}
+	if o.cache != nil {
+		o.cacheJoined()
 		return
 	}
 	o.look = true
@@ -545,6 +616,9 @@ func (o *Owner) end(why error) {
 		}
 	}
 	o.hold.End(reason)
+	if o.cache != nil {
+		o.cacheEnded(why, reason)
+	}
 	o.cancel(why)
 }
 
@@ -566,11 +640,10 @@ func (o *Owner) settle() {
 		w.reply <- o.Err()
 	}
 	for _, r := range in {
-		if r.release == nil {
-			r.reply <- o.Err()
-		} else {
-			r.reply <- o.final(r.kind)
-		}
+		r.reply <- o.closedAnswer(r)
+	}
+	if o.cache != nil {
+		o.cacheSettled()
 	}
 }
 

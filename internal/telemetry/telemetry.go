@@ -71,6 +71,8 @@ const (
 	RWWrite   = "rwmutex.write"
 	Semaphore = "semaphore"
 	Election  = "election"
+	// CachedMutex is a zklock.CachedMutex's leases: its critical sections.
+	CachedMutex = "mutex.cached"
 )
 
 // The attributes.
@@ -108,6 +110,8 @@ type T struct {
 	leaseDuration  metric.Float64Histogram
 	leaseActive    metric.Int64UpDownCounter
 	leaseLost      metric.Int64Counter
+	localGrant     metric.Int64Counter
+	cacheRevoked   metric.Int64Counter
 
 	itemPut        metric.Int64Counter
 	jobAcked       metric.Int64Counter
@@ -158,6 +162,8 @@ func New(cfg Config) *T {
 	t.leaseDuration = seconds("zkrecipes.lock.lease.duration", "Time a lease was held, until released or lost.")
 	t.leaseActive = upDown("zkrecipes.lock.lease.active", "{lease}", "Leases held now.")
 	t.leaseLost = counter("zkrecipes.lock.lease.lost", "{lease}", "Leases lost, by reason: session, deleted, modified.")
+	t.localGrant = counter("zkrecipes.lock.lease.granted_locally", "{lease}", "Leases (critical sections) a cached holding granted without joining the line, by how: cached (no request), synced (after one sync).")
+	t.cacheRevoked = counter("zkrecipes.lock.holding.released", "{holding}", "Cached holdings let go, by reason: join (a contender joined), idle, release (asked), reconnect, unproven (contact too old), sync, lost.")
 
 	t.itemPut = counter("zkrecipes.queue.item.put", "{item}", "Items put.")
 	t.jobAcked = counter("zkrecipes.queue.job.acked", "{job}", "Jobs acked: their items removed for good.")

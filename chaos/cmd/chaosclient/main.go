@@ -18,6 +18,15 @@
 //   - semaphore: Acquire one of the permits, hold it, Unlock.
 //   - queue: Put (only with -produce), and Take, work up to -job-hold (one
 //     job in eight: up to -job-long, seconds, as a lease is held), then Ack.
+//   - cached: a CachedMutex on a path of its own, guarding a register of
+//     its own (-register-cached) with each section's Fence, in phases
+//     apart by one to six seconds (when the lock may be free): calm ones,
+//     one to three sections, the first held as a mutex lease is (the
+//     read-modify-write first), the others briefly, after pauses in which
+//     the holding may be kept idle; and hot ones, a second or two of
+//     sections back to back from two goroutines sharing the CachedMutex, a
+//     read-modify-write each. A Mutex on the same path now and then (every
+//     three to ten seconds, held briefly) is a plain contender among them.
 //
 // A holder told of its loss (Done closed) stops holding at once and
 // releases.
@@ -40,6 +49,11 @@
 // Done, each holds for its whole time whatever happens, and its loss is
 // noted only when its Unlock (Ack) returns. The harness must then find two
 // holders at once whenever a holder is cut off past its session timeout.
+//
+// -bypass breaks the cached workload on purpose: in a hot phase it keeps
+// one section and reports a new section every millisecond or so, the way
+// a cache that ignored the contenders who joined would grant them; the
+// harness must then find sections begun long after a waiter joined.
 package main
 
 import (
@@ -68,6 +82,7 @@ type client struct {
 	servers  []string
 	root     string
 	reg      string
+	regC     string // the cached workload's register
 	timeout  time.Duration
 	holdMin  time.Duration // a lease is held between holdMin and holdMax
 	holdMax  time.Duration
@@ -77,6 +92,7 @@ type client struct {
 	permits  int
 	unfenced bool
 	deaf     bool
+	bypass   bool
 	produce  bool
 
 	out     *record.Writer
@@ -90,6 +106,7 @@ func main() {
 		zkAddrs = flag.String("zk", "", "ZooKeeper servers, comma-separated")
 		root    = flag.String("root", "/chaos", "znode under which the workloads live")
 		reg     = flag.String("register", "", "address of the fenced register")
+		regC    = flag.String("register-cached", "", "address of the cached workload's fenced register")
 		slot    = flag.Int("slot", 0, "this client's slot")
 		inc     = flag.Int("inc", 0, "incarnation of the slot")
 		timeout = flag.Duration("session", 3*time.Second, "session timeout")
@@ -99,11 +116,12 @@ func main() {
 		jobHold = flag.Duration("job-hold", 400*time.Millisecond, "longest work on a job before its Ack")
 		jobLong = flag.Duration("job-long", 4*time.Second, "longest work on a long job (one in eight) before its Ack")
 		permits = flag.Int("permits", 2, "semaphore permits")
-		loads   = flag.String("workloads", "mutex,election,semaphore,queue", "workloads to run")
+		loads   = flag.String("workloads", "mutex,cached,election,semaphore,queue", "workloads to run")
 		produce = flag.Bool("produce", false, "put items on the queue")
 		pin     = flag.Int("pin", -1, "connect only to this server of -zk (0-based); -1: any")
 		unfence = flag.Bool("unfenced", false, "BROKEN ON PURPOSE: write without the token and without looking at the lease")
 		deaf    = flag.Bool("deaf", false, "BROKEN ON PURPOSE: never watch Done; hold for the whole time; learn of a loss from Unlock only")
+		bypass  = flag.Bool("bypass", false, "BROKEN ON PURPOSE: report sections of one kept lease in hot phases, deaf to contenders")
 	)
 	flag.Parse()
 	servers := strings.Split(*zkAddrs, ",")
@@ -117,9 +135,9 @@ func main() {
 		fail(fmt.Errorf("-hold-min %v, -hold-max %v: need 0 < min <= max", *holdMin, *holdMax))
 	}
 	c := &client{
-		servers: servers, root: *root, reg: *reg,
+		servers: servers, root: *root, reg: *reg, regC: *regC,
 		timeout: *timeout, holdMin: *holdMin, holdMax: *holdMax, work: *work, jobHold: *jobHold, jobLong: *jobLong,
-		permits: *permits, unfenced: *unfence, deaf: *deaf, produce: *produce,
+		permits: *permits, unfenced: *unfence, deaf: *deaf, bypass: *bypass, produce: *produce,
 		out:   record.NewWriter(os.Stdout, *slot, *inc),
 		quiet: make(chan struct{}),
 	}
@@ -130,6 +148,8 @@ func main() {
 		switch w {
 		case record.Mutex:
 			role = c.mutex
+		case record.Cached:
+			role = c.cached
 		case record.Election:
 			role = c.election
 			wg.Add(1)
@@ -243,12 +263,13 @@ func (c *client) watch(w string, l *zklock.Lease) {
 	if c.deaf {
 		return
 	}
+	f := l.Fence()
 	go func() {
 		<-l.Done()
 		if err := l.Err(); !errors.Is(err, zklock.ErrReleased) {
-			c.out.Emit(record.Event{W: w, K: record.Lost, Tok: l.Token(), Err: fmt.Sprint(err)})
+			c.out.Emit(record.Event{W: w, K: record.Lost, Tok: f.Holding, Sec: f.Section, Err: fmt.Sprint(err)})
 		} else {
-			c.out.Emit(record.Event{W: w, K: record.Freed, Tok: l.Token()})
+			c.out.Emit(record.Event{W: w, K: record.Freed, Tok: f.Holding, Sec: f.Section})
 		}
 	}()
 }
@@ -284,11 +305,12 @@ func server(s *zkrecipes.Session) string { return s.Conn().Server() }
 
 // release emits Release, ends the lease with end and emits Unlocked.
 func (c *client) release(w string, l *zklock.Lease, end func(context.Context) error) {
-	c.out.Emit(record.Event{W: w, K: record.Release, Tok: l.Token()})
+	f := l.Fence()
+	c.out.Emit(record.Event{W: w, K: record.Release, Tok: f.Holding, Sec: f.Section})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := end(ctx)
-	e := record.Event{W: w, K: record.Unlocked, Tok: l.Token()}
+	e := record.Event{W: w, K: record.Unlocked, Tok: f.Holding, Sec: f.Section}
 	if err != nil {
 		e.Err = err.Error()
 		if errors.Is(err, zklock.ErrLockLost) {
@@ -299,7 +321,7 @@ func (c *client) release(w string, l *zklock.Lease, end func(context.Context) er
 }
 
 func (c *client) mutex(ctx context.Context) {
-	reg := &register{addr: c.reg, out: c.out}
+	reg := &register{addr: c.reg, out: c.out, w: record.Mutex}
 	defer reg.close()
 	c.sessions(ctx, true, func(ctx context.Context, s *zkrecipes.Session) {
 		m, err := zklock.NewMutex(s, c.root+"/mutex")
@@ -314,29 +336,134 @@ func (c *client) mutex(ctx context.Context) {
 			if err != nil {
 				continue
 			}
-			c.out.Emit(record.Event{W: record.Mutex, K: record.Grant, Tok: l.Token(), Sid: s.ID(), Srv: server(s)})
+			c.out.Emit(record.Event{W: record.Mutex, K: record.Grant, Tok: l.Token(), Sid: s.ID(), Srv: server(s), ID: l.Path()})
 			c.watch(record.Mutex, l)
-			c.critical(ctx, reg, l, c.holdFor())
+			c.critical(ctx, reg, l, c.work, c.holdFor())
 			c.release(record.Mutex, l, l.Unlock)
 			sleep(ctx, jitter(20*time.Millisecond))
 		}
 	})
 }
 
+// cached is the CachedMutex workload (see the top of this file): phases
+// of sections, a Mutex now and then beside it.
+func (c *client) cached(ctx context.Context) {
+	path := c.root + "/cached"
+	c.sessions(ctx, true, func(ctx context.Context, s *zkrecipes.Session) {
+		m, err := zklock.NewCachedMutex(s, path)
+		if err != nil {
+			fail(err)
+		}
+		plain, err := zklock.NewMutex(s, path)
+		if err != nil {
+			fail(err)
+		}
+		newReg := func() *register { return &register{addr: c.regC, out: c.out, w: record.Cached} }
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			reg := newReg()
+			defer reg.close()
+			for waited(ctx, 3*time.Second+jitter(7*time.Second)) && !c.quiesced() {
+				c.section(ctx, s, plain.Lock, reg, c.work, 100*time.Millisecond+jitter(400*time.Millisecond))
+			}
+		})
+		reg := newReg()
+		defer reg.close()
+		for waited(ctx, time.Second+jitter(5*time.Second)) && !c.quiesced() {
+			if rand.IntN(3) == 0 {
+				d := time.Second + jitter(time.Second)
+				var hot sync.WaitGroup
+				hot.Go(func() { c.cachedHot(ctx, s, m, reg, d) })
+				hot.Go(func() {
+					reg := newReg()
+					defer reg.close()
+					c.cachedHot(ctx, s, m, reg, d)
+				})
+				hot.Wait()
+				continue
+			}
+			if !c.section(ctx, s, m.Lock, reg, c.work, c.holdFor()) {
+				continue
+			}
+			for range rand.IntN(3) {
+				sleep(ctx, 20*time.Millisecond+jitter(80*time.Millisecond))
+				c.section(ctx, s, m.Lock, reg, time.Millisecond, 50*time.Millisecond+jitter(250*time.Millisecond))
+			}
+		}
+		wg.Wait()
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = m.Release(rctx)
+	})
+}
+
+// section takes one lease of the cached workload's path with lock (a
+// CachedMutex's or a Mutex's) and holds it for about d, its
+// read-modify-write taking about work; false if none was granted.
+func (c *client) section(ctx context.Context, s *zkrecipes.Session, lock func(context.Context) (*zklock.Lease, error), reg *register, work, d time.Duration) bool {
+	c.out.Emit(record.Event{W: record.Cached, K: record.Acquiring, Sid: s.ID()})
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	l, err := lock(lctx)
+	cancel()
+	if err != nil {
+		return false
+	}
+	f := l.Fence()
+	c.out.Emit(record.Event{W: record.Cached, K: record.Grant, Tok: f.Holding, Sec: f.Section, Sid: s.ID(), Srv: server(s), ID: l.Path()})
+	c.watch(record.Cached, l)
+	c.critical(ctx, reg, l, work, d)
+	c.release(record.Cached, l, l.Unlock)
+	return true
+}
+
+// cachedHot takes sections back to back for d, a read-modify-write each.
+// With -bypass it keeps one section instead, and reports a new one every
+// millisecond or so.
+func (c *client) cachedHot(ctx context.Context, s *zkrecipes.Session, m *zklock.CachedMutex, reg *register, d time.Duration) {
+	until := time.Now().Add(d)
+	if !c.bypass {
+		for time.Now().Before(until) && ctx.Err() == nil {
+			if !c.section(ctx, s, m.Lock, reg, time.Millisecond, 0) {
+				return
+			}
+		}
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	l, err := m.Lock(lctx)
+	cancel()
+	if err != nil {
+		return
+	}
+	f := l.Fence()
+	for i := uint32(1); time.Now().Before(until) && l.Err() == nil; i++ {
+		e := record.Event{W: record.Cached, Tok: f.Holding, Sec: f.Section*100000 + i, Sid: s.ID()}
+		for _, k := range []string{record.Acquiring, record.Grant, record.Release, record.Unlocked, record.Freed} {
+			e.K = k
+			c.out.Emit(e)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	_ = l.Unlock(rctx)
+	_ = m.Release(rctx) // its next holding has another token: no section number used twice
+}
+
 // critical is the work done under the lock, for about d in all: read the
-// register, work, write back what was read plus one, then hold on for the
-// rest of d. Each request shows the lease's token; the register refuses
-// tokens lower than the highest it has seen. The read-modify-write comes
-// first, so that a holder stopped or cut off just after its grant is one
-// with its write still to do, and the holder granted next has written by
-// the time it wakes (Kleppmann's scenario).
-func (c *client) critical(ctx context.Context, reg *register, l *zklock.Lease, d time.Duration) {
-	tok := l.Token()
+// register, work (about work), write back what was read plus one, then
+// hold on for the rest of d. Each request shows the lease's fence; the
+// register refuses fences lower than the highest it has seen. The
+// read-modify-write comes first, so that a holder stopped or cut off just
+// after its grant is one with its write still to do, and the holder
+// granted next has written by the time it wakes (Kleppmann's scenario).
+func (c *client) critical(ctx context.Context, reg *register, l *zklock.Lease, work, d time.Duration) {
+	tok := l.Fence()
 	if c.unfenced {
-		tok = 0 // no token: the register cannot tell a stale holder
+		tok = zklock.Fence{} // no token: the register cannot tell a stale holder
 	}
 	held := func() bool { return c.unfenced || l.Err() == nil }
-	work := c.work/2 + jitter(c.work)
+	work = work/2 + jitter(work)
 	if !held() {
 		return
 	}
@@ -498,35 +625,45 @@ func (c *client) watchJob(j *fairqueue.Job) chan struct{} {
 type register struct {
 	addr string
 	out  *record.Writer
+	w    string // the workload whose register it is
 	conn net.Conn
 	rd   *bufio.Reader
 }
 
-func (r *register) read(op string, tok int64) (int64, bool) {
-	r.out.Emit(record.Event{W: record.Mutex, K: record.Call, Op: op, F: "r", Tok: tok})
-	reply, err := r.do(fmt.Sprintf("R %s %d\n", op, tok))
+func (r *register) read(op string, tok zklock.Fence) (int64, bool) {
+	r.out.Emit(record.Event{W: r.w, K: record.Call, Op: op, F: "r", Tok: tok.Holding, Sec: tok.Section})
+	reply, err := r.do(fmt.Sprintf("R %s %s\n", op, fenceArg(tok)))
 	if err != nil {
 		return 0, false // no reply: the harness's log of the register says what happened
 	}
 	if reply == "REJ" {
-		r.out.Emit(record.Event{W: record.Mutex, K: record.Ret, Op: op, F: "r", Rej: true})
+		r.out.Emit(record.Event{W: r.w, K: record.Ret, Op: op, F: "r", Rej: true})
 		return 0, false
 	}
 	v, err := strconv.ParseInt(strings.TrimPrefix(reply, "OK "), 10, 64)
 	if err != nil {
 		fail(fmt.Errorf("register: %q", reply))
 	}
-	r.out.Emit(record.Event{W: record.Mutex, K: record.Ret, Op: op, F: "r", V: v})
+	r.out.Emit(record.Event{W: r.w, K: record.Ret, Op: op, F: "r", V: v})
 	return v, true
 }
 
-func (r *register) write(op string, tok, expect, v int64) {
-	r.out.Emit(record.Event{W: record.Mutex, K: record.Call, Op: op, F: "w", Tok: tok, X: expect, V: v})
-	reply, err := r.do(fmt.Sprintf("W %s %d %d %d\n", op, tok, expect, v))
+func (r *register) write(op string, tok zklock.Fence, expect, v int64) {
+	r.out.Emit(record.Event{W: r.w, K: record.Call, Op: op, F: "w", Tok: tok.Holding, Sec: tok.Section, X: expect, V: v})
+	reply, err := r.do(fmt.Sprintf("W %s %s %d %d\n", op, fenceArg(tok), expect, v))
 	if err != nil {
 		return
 	}
-	r.out.Emit(record.Event{W: record.Mutex, K: record.Ret, Op: op, F: "w", Rej: reply == "REJ"})
+	r.out.Emit(record.Event{W: r.w, K: record.Ret, Op: op, F: "w", Rej: reply == "REJ"})
+}
+
+// fenceArg is a fence as the register reads it: "tok", or "tok.sec" for a
+// CachedMutex's section.
+func fenceArg(f zklock.Fence) string {
+	if f.Section == 0 {
+		return strconv.FormatInt(f.Holding, 10)
+	}
+	return fmt.Sprintf("%d.%d", f.Holding, f.Section)
 }
 
 func (r *register) do(req string) (string, error) {
@@ -562,6 +699,12 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-time.After(d):
 	case <-ctx.Done():
 	}
+}
+
+// waited sleeps d and reports whether ctx is still live.
+func waited(ctx context.Context, d time.Duration) bool {
+	sleep(ctx, d)
+	return ctx.Err() == nil
 }
 
 func jitter(d time.Duration) time.Duration {
