@@ -11,8 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +20,6 @@ import (
 
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/fairqueue"
-	"github.com/zkrecipes/zkrecipes/zklock"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
@@ -71,7 +68,7 @@ func takeWithin(t *testing.T, q *fairqueue.Queue, s *zkrecipes.Session, p, what 
 	ctx, cancel := context.WithTimeout(context.Background(), liveWait)
 	defer cancel()
 	j, err := q.Take(ctx)
-	require.NoError(t, err, "%s (line/: %v, claims/: %v)", what, names(t, s, p+"/line"), names(t, s, p+"/claims"))
+	require.NoError(t, err, "%s (ready/: %v, consumers/: %v)", what, names(t, s, p+"/ready"), names(t, s, p+"/consumers"))
 	return j
 }
 
@@ -104,8 +101,8 @@ func TestFinding4TakeWithEndedCtxLeavesNoLineNode(t *testing.T) {
 		cancel()
 		require.Error(t, err, "Take %d with a ctx ending at %v on an empty queue", i, end)
 	}
-	require.Eventually(t, func() bool { return len(names(t, other, p+"/line")) == 0 }, 10*time.Second, 5*time.Millisecond,
-		"abandoned Takes left nodes in line/: %v", names(t, other, p+"/line"))
+	require.Eventually(t, func() bool { return len(names(t, other, p+"/ready")) == 0 }, 10*time.Second, 5*time.Millisecond,
+		"abandoned Takes left nodes in line/: %v", names(t, other, p+"/ready"))
 
 	// A later consumer is not blocked.
 	oq := fq(t, other, p)
@@ -114,7 +111,7 @@ func TestFinding4TakeWithEndedCtxLeavesNoLineNode(t *testing.T) {
 		tctx, cancel := context.WithTimeout(ctx, liveWait)
 		defer cancel()
 		j, err := oq.Take(tctx)
-		if assert.NoError(t, err, "a later consumer (line/: %v)", names(t, other, p+"/line")) {
+		if assert.NoError(t, err, "a later consumer (line/: %v)", names(t, other, p+"/ready")) {
 			got <- j
 		}
 		close(got)
@@ -168,13 +165,12 @@ func TestFinding4TakeWithEndingCtxLeavesNoClaim(t *testing.T) {
 	require.Equal(t, id, j.ID())
 	require.NoError(t, j.Ack(ctx))
 	require.Eventually(t, func() bool {
-		return len(names(t, other, p+"/line")) == 0 && len(names(t, other, p+"/claims")) == 0
-	}, 10*time.Second, 5*time.Millisecond, "nodes left: line/ %v, claims/ %v",
-		names(t, other, p+"/line"), names(t, other, p+"/claims"))
+		return len(names(t, other, p+"/ready")) == 0
+	}, 10*time.Second, 5*time.Millisecond, "tickets left: %v", names(t, other, p+"/ready"))
 }
 
 // Finding 5: a connection blip during the read that sets the watch on a
-// Job's claim must not make the job lost: Done stays open, Ack succeeds,
+// Job's ticket must not make the job lost: Done stays open, Ack succeeds,
 // and the item is gone.
 func TestFinding5BlipOnClaimReadKeepsJob(t *testing.T) {
 	for _, mode := range []zktest.Mode{zktest.LoseReply, zktest.AfterWrite} {
@@ -187,12 +183,12 @@ func TestFinding5BlipOnClaimReadKeepsJob(t *testing.T) {
 			ctx := bg(t, 60*time.Second)
 			id, err := q.Put(ctx, []byte("job"))
 			require.NoError(t, err)
-			d.Arm(zktest.Match{Op: zktest.OpGetData, Path: p + "/claims/"}, mode)
+			d.Arm(zktest.Match{Op: zktest.OpGetData, Path: p + "/ready/"}, mode)
 			j, err := q.Take(ctx)
 			require.NoError(t, err)
 			require.Equal(t, id, j.ID())
 			// The Job's owner reads its claim (getData, setting its watch)
-			// as soon as it starts: the first read under claims/.
+			// a moment after it starts: the first read under ready/.
 			require.True(t, fired(d, 1, 5*time.Second), "the %v on the read of the claim did not fire", mode)
 			select {
 			case <-j.Done():
@@ -272,7 +268,7 @@ func TestFinding6StaleTailNeverReusesIDs(t *testing.T) {
 		}
 		close(got)
 	}()
-	require.Eventually(t, func() bool { return len(names(t, sc, p+"/line")) == 1 }, liveWait, 2*time.Millisecond)
+	require.Eventually(t, func() bool { return len(waiting(t, sc, p)) == 1 }, liveWait, 2*time.Millisecond)
 
 	id, err := a.Put(ctx, []byte("late"))
 	require.NoError(t, err)
@@ -385,7 +381,7 @@ func TestFinding9NackAtMaxAttemptsWhileDeadIsReaped(t *testing.T) {
 			won++
 		}
 		require.NoError(t, err, "Nack %d at max attempts (dead/ reaped under it: %v)", i, rerr == nil)
-		require.Empty(t, names(t, s, p+"/claims"), "Nack %d left its claim", i)
+		require.Empty(t, names(t, s, p+"/ready"), "Nack %d left its ticket", i)
 		dls, err := q.DeadLetters(ctx)
 		require.NoError(t, err)
 		require.Len(t, dls, 1, "Nack %d: dead letters %+v", i, dls)
@@ -433,51 +429,4 @@ func TestFinding10IdleTakeLeavesNoUnusedContainers(t *testing.T) {
 	}
 	walk(p)
 	require.Empty(t, unused, "containers that never had a child (never reaped)")
-}
-
-// Finding 10 (second item): fairqueue's line creates must not fill the
-// session's table of create zxids, which zklock uses for its free fencing
-// token. From outside only the token can be checked: after more than 4,096
-// line joins on one session, a Mutex on that session still gets tokens
-// equal to its node's Czxid. (Today's code falls back to reading the
-// Czxid when the table is full, so this holds; the cost was a round trip.)
-func TestFinding10LineJoinsKeepMutexTokens(t *testing.T) {
-	srv := setup(t)
-	p := queuePath(t, srv.Addrs())
-	s := connect(t, srv.Addrs())
-	q := fq(t, s, p)
-	ctx := bg(t, 60*time.Second)
-	const wide, joins = 16, 4224
-	var taken atomic.Int32
-	for round := 0; round*wide < joins; round++ {
-		rctx, cancel := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		for range wide {
-			wg.Go(func() {
-				_, err := q.Take(rctx)
-				if !errors.Is(err, context.Canceled) {
-					taken.Add(1)
-				}
-			})
-		}
-		// Everyone stands in line (has joined), then gives up.
-		require.Eventually(t, func() bool { return len(names(t, s, p+"/line")) == wide }, liveWait, time.Millisecond)
-		cancel()
-		wg.Wait()
-	}
-	require.Zero(t, taken.Load(), "Takes that did not end with their ctx")
-
-	lp := zktest.Path(t, "/zklock-test")
-	m, err := zklock.NewMutex(s, lp)
-	require.NoError(t, err)
-	for range 3 {
-		l, err := m.Lock(ctx)
-		require.NoError(t, err)
-		ok, st, err := s.Conn().Exists(l.Path())
-		require.NoError(t, err)
-		require.True(t, ok)
-		require.Equal(t, st.Czxid, l.Token(), "the token is the node's Czxid")
-		require.NoError(t, l.Unlock(ctx))
-	}
-	require.Empty(t, names(t, s, lp))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/fairqueue"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
@@ -52,7 +53,8 @@ func queuePath(t *testing.T, addrs []string) string {
 }
 
 // leaves lists the nodes under p that are not directories of the layout:
-// anything at depth 2 (claims/x, line/x, dead/x) or 3 (items/b/i).
+// anything at depth 2 (ready/x, consumers/x, dead/x, held/x) or 3
+// (items/b/i).
 func leaves(t *testing.T, c *zk.Conn, p string, depth int) []string {
 	names, _, err := c.Children(p)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -108,4 +110,24 @@ func assertOrder(t *testing.T, jobs []got) int {
 		assert.Greater(t, j.attempt, 1, "%s taken after %s, and it did not come back (attempt %d)", j.id, high, j.attempt)
 	}
 	return back
+}
+
+// deleteTicket deletes, as another client would, the ticket that j's
+// delivery stands on: the delivery is lost.
+func deleteTicket(t *testing.T, other *zkrecipes.Session, p string, j *fairqueue.Job) error {
+	t.Helper()
+	return other.Conn().Delete(fairqueue.TicketOf(j), -1)
+}
+
+// waiting lists the tickets in p's ready/ that wait for an item (not
+// served yet: data version 0), read through s.
+func waiting(t *testing.T, s *zkrecipes.Session, p string) []string {
+	t.Helper()
+	var out []string
+	for _, n := range names(t, s, p+"/ready") {
+		if _, st, err := s.Conn().Exists(p + "/ready/" + n); err == nil && st != nil && st.Version == 0 {
+			out = append(out, n)
+		}
+	}
+	return out
 }

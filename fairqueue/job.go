@@ -107,12 +107,15 @@ func (j *Job) Attempt() int { return int(j.version) + 1 }
 // for the item and refuses lower ones refuses a consumer that lost the job.
 func (j *Job) Token() int64 { return j.token }
 
-// Guard returns a check to put first in conn.Multi(...): the multi commits
-// only while this delivery holds (its ticket exists, served: not yet
-// settled, and not lost with its session). It fences the job's writes to
-// ZooKeeper itself; for other resources use Token.
+// Guard returns a check to put first in conn.Multi(...): the multi
+// commits only while the item is as this delivery got it. It fails once
+// the item is acked, or offered to another consumer (every offer of an
+// item handed out before moves its version on): so a consumer that lost
+// its delivery and writes late is refused once the next delivery began.
+// It fences the job's writes to ZooKeeper itself; for other resources use
+// Token.
 func (j *Job) Guard() *zk.CheckVersionRequest {
-	return &zk.CheckVersionRequest{Path: j.ticket, Version: ticketServed}
+	return &zk.CheckVersionRequest{Path: j.item, Version: j.version}
 }
 
 // Done is closed if the delivery is lost (the session ended, or another

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -165,13 +166,26 @@ func (q *Queue) Close(ctx context.Context) error {
 }
 
 // holding notes a Job on ticket until it is settled or lost; a closed
-// Queue's last Job removes the inbox.
+// Queue's last Job removes the inbox. A Job lost while the session lives
+// (another client deleted or wrote its ticket) gives its item back: the
+// dispatcher takes the ticket's going for a settlement.
 func (q *Queue) holding(j *Job) {
 	name := j.ticket[len(q.ready)+1:]
 	q.mu.Lock()
 	q.unsettled[name] = true
 	q.mu.Unlock()
 	context.AfterFunc(j.o.Context(), func() {
+		select {
+		case <-j.o.Lost():
+			q.s.Cleanup("give back "+j.id, func() error {
+				_, err := q.sendBack(q.backOps(j.bucket, j.name, j.version, time.Now()))
+				if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
+					return nil // settled, or offered again since
+				}
+				return err
+			})
+		default:
+		}
 		q.mu.Lock()
 		delete(q.unsettled, name)
 		last := q.closed && len(q.unsettled) == 0

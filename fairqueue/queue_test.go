@@ -506,7 +506,7 @@ func TestClaimDeletedByAnotherClient(t *testing.T) {
 		j, err := q.Take(ctx)
 		require.NoError(t, err)
 		time.Sleep(after)
-		require.NoError(t, other.Conn().Delete(p+"/claims/"+j.ID(), -1))
+		require.NoError(t, deleteTicket(t, other, p, j))
 		select {
 		case <-j.Done():
 		case <-time.After(10 * time.Second):

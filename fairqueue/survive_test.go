@@ -54,6 +54,12 @@ func TestQueueSurvivesFaults(t *testing.T) {
 
 	check := connect(t, addrs)
 	checkQ := fq(t, check, p)
+	var takers []*fairqueue.Queue
+	// checkQ takes first: the dispatcher is a live consumer, never frozen
+	// nor killed here (those stall hand-out until their sessions expire;
+	// see TestKilledDispatcherHandsOverAtExpiry).
+	_, err := checkQ.TryTake(ctx)
+	require.ErrorIs(t, err, fairqueue.ErrEmpty)
 	var (
 		mu      sync.Mutex
 		acked   = map[string]int{}  // payload -> successful acks
@@ -103,8 +109,8 @@ func TestQueueSurvivesFaults(t *testing.T) {
 		if !unsure {
 			return true
 		}
-		claims, _, err := check.Conn().Children(p + "/claims")
-		if err != nil || len(claims) > 0 {
+		tickets, _, err := check.Conn().Children(p + "/ready")
+		if err != nil && !errors.Is(err, zk.ErrNoNode) || served(check.Conn(), p, tickets) > 0 {
 			return false
 		}
 		n, err := checkQ.Len(ctx)
@@ -148,6 +154,7 @@ func TestQueueSurvivesFaults(t *testing.T) {
 		s := connect(t, addrs, liveOpts...)
 		owners[s.ID()] = alive
 		q := fq(t, s, p)
+		takers = append(takers, q)
 		live.Go(func() {
 			for !ackedAll() && ctx.Err() == nil {
 				if paused.Load() {
@@ -173,6 +180,7 @@ func TestQueueSurvivesFaults(t *testing.T) {
 	holdS := connect(t, addrs, zkrecipes.WithDialer(holdFz.Dial), zkrecipes.WithSessionTimeout(deadTimeout))
 	owners[holdS.ID()] = "the holder"
 	holder := fq(t, holdS, p)
+	takers = append(takers, holder)
 	j, err := holder.Take(ctx)
 	require.NoError(t, err)
 	holdFz.Freeze()
@@ -180,6 +188,7 @@ func TestQueueSurvivesFaults(t *testing.T) {
 	waitS := connect(t, addrs, zkrecipes.WithDialer(waitFz.Dial), zkrecipes.WithSessionTimeout(deadTimeout))
 	owners[waitS.ID()] = "the waiter"
 	waiter := fq(t, waitS, p)
+	takers = append(takers, waiter)
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
 	waiterDone := make(chan struct{})
@@ -232,8 +241,8 @@ func TestQueueSurvivesFaults(t *testing.T) {
 
 	// A consumer that comes once the faults are over takes at once while
 	// items wait: it waits on no dead or frozen consumer standing in line
-	// ahead of it (the head passed over, offers passed on). The live
-	// consumers pause meanwhile, so that the items wait for it.
+	// ahead of it. The live consumers pause meanwhile, so that the items
+	// wait for it.
 	paused.Store(true)
 	time.Sleep(time.Second)
 	var batch [][]byte
@@ -245,6 +254,7 @@ func TestQueueSurvivesFaults(t *testing.T) {
 	freshS := connect(t, addrs, liveOpts...)
 	owners[freshS.ID()] = alive
 	freshQ := fq(t, freshS, p)
+	takers = append(takers, freshQ, checkQ)
 	var slowest time.Duration
 	for range 3 {
 		t0 := time.Now()
@@ -260,9 +270,10 @@ func TestQueueSurvivesFaults(t *testing.T) {
 
 	// Every item not held by a frozen or killed consumer is acked before
 	// any of their sessions can end: no live consumer waited on a dead one.
-	// What they hold, their claims say: one each for the holder and the
-	// killed consumers, and one for the waiter if the freeze caught it
-	// holding one.
+	// What they hold, their served tickets say: one each for the holder and
+	// the killed consumers, and for the waiter one for the Take the freeze
+	// caught it in, and one for the next Take's ticket an Ack of its may
+	// have put in line (a spare).
 	t.Logf("restarts done %v after the kills", restarted.Sub(dead).Round(time.Millisecond))
 	var left []string
 	held := map[string]string{}
@@ -278,7 +289,7 @@ func TestQueueSurvivesFaults(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	drained := time.Since(dead)
-	require.LessOrEqual(t, len(held), 4, "one job each for the holder, the waiter and the killed consumers: %v", held)
+	require.LessOrEqual(t, len(held), 5, "one job each for the holder and the killed consumers, two for the waiter: %v", held)
 	t.Logf("pending items drained; the frozen and killed consumers held %d: %v", len(held), held)
 
 	// Then, as their sessions end, the held items come back.
@@ -294,6 +305,10 @@ func TestQueueSurvivesFaults(t *testing.T) {
 	}
 	require.Equal(t, items, count(), "nothing put was lost")
 	require.True(t, acked[frozenJob] == 1 || unknown[frozenJob], "the frozen holder's item %s was acked", frozenJob)
+	// The Queues that took stand as dispatcher, with an inbox, until closed.
+	for _, q := range takers {
+		require.NoError(t, q.Close(ctx))
+	}
 	require.Eventually(t, func() bool { return len(leaves(t, check.Conn(), p, 0)) == 0 }, 30*time.Second, 50*time.Millisecond,
 		"nodes left behind: %v", leaves(t, check.Conn(), p, 0))
 	t.Logf("%d items; pending ones drained %v after the kills; all acked", items, drained.Round(time.Millisecond))
@@ -303,31 +318,64 @@ func TestQueueSurvivesFaults(t *testing.T) {
 // alive names a live consumer's session in owners.
 const alive = "alive"
 
+// served counts the served tickets among names, in p's ready/.
+func served(c *zk.Conn, p string, names []string) int {
+	n := 0
+	for _, name := range names {
+		if _, st, err := c.Exists(p + "/ready/" + name); err == nil && st != nil && st.Version > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // pendingBesides lists the ids of the items of the queue at p that are
-// pending or claimed, but for those claimed by a consumer that is not alive
-// in owners; it fills held with those, naming whose claim each is. It lists
-// the claims first: an item claimed since, or still unclaimed, is among
-// those it returns.
+// pending or handed out, but for those handed out to a consumer that is
+// not alive in owners; it fills held with those, naming whose each is. An
+// item is handed out while its ticket stands served in ready/ (its owner
+// is the ticket's session) and its consumer's inbox offers it. It reads
+// the tickets and inboxes first: an item handed out since, or still
+// pending, is among those it returns.
 func pendingBesides(c *zk.Conn, p string, owners map[int64]string, held map[string]string) ([]string, error) {
-	claims, _, err := c.Children(p + "/claims")
+	tickets, _, err := c.Children(p + "/ready")
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return nil, err
 	}
 	clear(held)
-	for _, id := range claims {
-		found, st, err := c.Exists(p + "/claims/" + id)
+	whose := map[string]string{} // ticket -> whose
+	for _, name := range tickets {
+		found, st, err := c.Exists(p + "/ready/" + name)
 		switch {
 		case err != nil:
 			return nil, err
-		case !found:
-			continue // settled meanwhile
+		case !found || st.Version == 0:
+			continue // settled meanwhile, or waiting
 		}
 		switch who, ok := owners[st.EphemeralOwner]; {
 		case who == alive:
 		case ok:
-			held[id] = who
+			whose[name] = who
 		default:
-			held[id] = fmt.Sprintf("a killed consumer (session %#x)", st.EphemeralOwner)
+			whose[name] = fmt.Sprintf("a killed consumer (session %#x)", st.EphemeralOwner)
+		}
+	}
+	inboxes, _, err := c.Children(p + "/consumers")
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, err
+	}
+	for _, in := range inboxes {
+		data, _, err := c.Get(p + "/consumers/" + in)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		tickets, ids := fairqueue.InboxOffers(data)
+		for i, ticket := range tickets {
+			if whose[ticket] != "" {
+				held[ids[i]] = whose[ticket]
+			}
 		}
 	}
 	buckets, _, err := c.Children(p + "/items")
@@ -341,7 +389,6 @@ func pendingBesides(c *zk.Conn, p string, owners map[int64]string, held map[stri
 			return nil, err
 		}
 		for _, name := range names {
-			// items/b<bucket>/i-...<seq> is claimed as claims/<bucket>-<seq>.
 			id := strings.TrimPrefix(b, "b") + "-" + name[max(0, len(name)-10):]
 			if _, ok := held[id]; !ok {
 				left = append(left, id)

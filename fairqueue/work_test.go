@@ -77,12 +77,12 @@ func TestWorkAcksAndJoinsWithTheAcks(t *testing.T) {
 	}
 	_, err = producer.TryTake(ctx)
 	require.ErrorIs(t, err, fairqueue.ErrEmpty, "every job acked")
-	joinsAlone := w.count(func(m *sentMulti) bool { return m.has(1, "/line/") && !m.has(2, "/items/") })
-	joinsWithAcks := w.count(func(m *sentMulti) bool { return m.has(1, "/line/") && m.has(2, "/items/") })
+	joinsAlone := w.count(func(m *sentMulti) bool { return m.has(1, "/ready/") && !m.has(2, "/items/") })
+	joinsWithAcks := w.count(func(m *sentMulti) bool { return m.has(1, "/ready/") && m.has(2, "/items/") })
 	t.Logf("joins: %d with acks, %d alone", joinsWithAcks, joinsAlone)
 	require.Greater(t, joinsWithAcks, joinsAlone, "joins that ride with acks")
-	require.Eventually(t, func() bool { return len(names(t, ps, p+"/line")) == 0 }, liveWait, 5*time.Millisecond,
-		"Work left its node in line")
+	require.Eventually(t, func() bool { return len(names(t, ps, p+"/ready")) == 0 }, liveWait, 5*time.Millisecond,
+		"Work left its tickets in line")
 }
 
 // A handler's error gives the job back, held for the back-off, doubling
@@ -163,7 +163,7 @@ func TestWorkStopsAndGivesBack(t *testing.T) {
 	require.Equal(t, 2, j.Attempt())
 	require.NoError(t, j.Ack(ctx))
 	require.Equal(t, int32(1), calls.Load())
-	require.Empty(t, names(t, other, p+"/line"))
+	require.Empty(t, names(t, other, p+"/ready"))
 }
 
 // A handler whose job's claim is lost sees its ctx end, with ErrClaimLost.
@@ -180,7 +180,7 @@ func TestWorkHandlerSeesClaimLost(t *testing.T) {
 		if j.Attempt() > 1 {
 			return nil
 		}
-		require.NoError(t, other.Conn().Delete(p+"/claims/"+j.ID(), -1))
+		require.NoError(t, deleteTicket(t, other, p, j))
 		<-hctx.Done()
 		lost <- context.Cause(hctx)
 		return hctx.Err()
@@ -223,7 +223,7 @@ func TestWorkSessionEnds(t *testing.T) {
 	go func() {
 		done <- q.Work(bg(t, 30*time.Second), func(context.Context, *fairqueue.Job) error { return nil })
 	}()
-	require.Eventually(t, func() bool { return len(names(t, connect(t, srv.Addrs()), p+"/line")) == 1 }, liveWait, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(names(t, connect(t, srv.Addrs()), p+"/ready")) == 1 }, liveWait, 5*time.Millisecond)
 	require.NoError(t, s.Close())
 	select {
 	case err := <-done:
