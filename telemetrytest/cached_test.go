@@ -1,4 +1,4 @@
-package zkrecipes_test
+package telemetrytest
 
 import (
 	"context"
