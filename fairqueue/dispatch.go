@@ -200,9 +200,9 @@ func (d *dispatcher) rebuild(ctx context.Context) error {
 	*d = dispatcher{q: q, l: d.l, tickets: map[string]*ticket{}, standing: map[string][]*ticket{},
 		live: map[string]bool{}, items: map[string]*item{}, heldSeen: map[string]bool{},
 		perBucket: map[int64]int{}, cur: -1, reconnect: q.s.NextReconnect(), results: d.results}
-	var r reads
+	var r znode.Reads
 	var mark znode.Node
-	r.do(func() (err error) {
+	r.Do(func() (err error) {
 		if mark, err = znode.Get(ctx, q.s, q.items); errors.Is(err, zk.ErrNoNode) {
 			err = nil
 		}
@@ -210,13 +210,13 @@ func (d *dispatcher) rebuild(ctx context.Context) error {
 	})
 	var lists [wTail][]string
 	for w, dir := range []string{q.ready, q.consumers, q.held, q.delayed, q.items} {
-		r.do(func() error {
-			names, ev, err := listW(ctx, q, dir, true)
+		r.Do(func() error {
+			names, ev, err := znode.ChildrenW(ctx, q.s, dir)
 			lists[w], d.ev[w] = names, ev
 			return err
 		})
 	}
-	if err := r.wait(); err != nil {
+	if err := r.Wait(); err != nil {
 		return d.ended(ctx, err)
 	}
 	d.hwm = highMark(mark.Data)
@@ -224,7 +224,7 @@ func (d *dispatcher) rebuild(ctx context.Context) error {
 	inboxes := make(map[string][]byte, len(d.live))
 	var mu sync.Mutex
 	for consumer := range d.live {
-		r.do(func() error {
+		r.Do(func() error {
 			n, err := znode.Get(ctx, q.s, q.consumers+"/"+consumer)
 			if errors.Is(err, zk.ErrNoNode) {
 				return nil // gone since: its tickets go too
@@ -235,7 +235,7 @@ func (d *dispatcher) rebuild(ctx context.Context) error {
 			return err
 		})
 	}
-	if err := r.wait(); err != nil {
+	if err := r.Wait(); err != nil {
 		return d.ended(ctx, err)
 	}
 	d.applyReady(lists[wReady])
@@ -303,7 +303,14 @@ func (d *dispatcher) listDirty(ctx context.Context) {
 		d.dirty[w], d.listing[w] = false, true
 		watch, cur := w != wTail || d.cur == d.newest(), d.cur
 		d.async(func() func() error {
-			names, ev, err := listW(ctx, q, dir, watch)
+			var names []string
+			var ev <-chan zk.Event
+			var err error
+			if watch {
+				names, ev, err = znode.ChildrenW(ctx, q.s, dir)
+			} else if names, err = znode.Children(ctx, q.s, dir); names == nil {
+				names = []string{} // listed, and empty
+			}
 			return func() error {
 				d.listing[w] = false
 				if err != nil {
@@ -1028,78 +1035,6 @@ func ignoreNoNode(err error) error {
 		return nil
 	}
 	return err
-}
-
-// reads are requests sent at once, from goroutines: the client pipelines
-// them, so they cost one round trip.
-type reads struct {
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	n    int
-	errs []error
-}
-
-func (r *reads) do(f func() error) {
-	r.n++
-	r.wg.Go(func() {
-		if err := f(); err != nil {
-			r.mu.Lock()
-			r.errs = append(r.errs, err)
-			r.mu.Unlock()
-		}
-	})
-}
-
-func (r *reads) empty() bool { return r.n == 0 }
-
-func (r *reads) wait() error {
-	r.wg.Wait()
-	return errors.Join(r.errs...)
-}
-
-// listW lists dir, with a child watch when watch is set; a missing dir
-// lists empty, with a creation watch.
-func listW(ctx context.Context, q *Queue, dir string, watch bool) ([]string, <-chan zk.Event, error) {
-	type listing struct {
-		names []string
-		ev    <-chan zk.Event
-	}
-	for {
-		l, err := znode.Retry(ctx, q.s, func() (listing, error) {
-			if !watch {
-				names, _, err := q.s.Conn().Children(dir)
-				return listing{names: names}, err
-			}
-			names, _, ev, err := q.s.Conn().ChildrenW(dir)
-			return listing{names, ev}, err
-		})
-		if err == nil {
-			if l.names == nil {
-				l.names = []string{}
-			}
-			return l.names, l.ev, nil
-		}
-		if !errors.Is(err, zk.ErrNoNode) {
-			return nil, nil, fmt.Errorf("list %s: %w", dir, err)
-		}
-		if !watch {
-			return []string{}, nil, nil
-		}
-		l, err = znode.Retry(ctx, q.s, func() (listing, error) {
-			found, _, ev, err := q.s.Conn().ExistsW(dir)
-			if found {
-				return listing{}, zk.ErrNodeExists // made meanwhile: list it
-			}
-			return listing{ev: ev}, err
-		})
-		if errors.Is(err, zk.ErrNodeExists) {
-			continue
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("watch %s: %w", dir, err)
-		}
-		return []string{}, l.ev, nil
-	}
 }
 
 // highMark is the highest id a queue's dispatchers handed out, from

@@ -101,16 +101,17 @@ type answer struct {
 }
 
 // inbox is a Queue's inbox: one goroutine reads it whenever it changes and
-// hands each offer to the ticket that waits for it.
+// hands each answer to the ticket that waits for it.
 type inbox struct {
 	q    *Queue
 	path string
 
-	mu      sync.Mutex
-	made    bool                     // the inbox node exists, as far as we know
-	waiting map[string]chan<- answer // our tickets waiting for their answer
-	early   map[string]answer        // answers read before their ticket was waited on
-	running bool
+	mu       sync.Mutex
+	made     bool                     // the inbox node exists, as far as we know
+	running  bool                     // the reader runs
+	waiting  map[string]chan<- answer // our tickets waiting for their answer
+	answered map[string]bool          // tickets answered, as the last read showed them
+	early    map[string]answer        // answers read before their ticket was waited on
 }
 
 // expect sends ticket's answer on ch, once: at once if it was read
@@ -118,9 +119,10 @@ type inbox struct {
 func (in *inbox) expect(ticket string, ch chan<- answer) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if d, ok := in.early[ticket]; ok {
+	if a, ok := in.early[ticket]; ok {
 		delete(in.early, ticket)
-		ch <- d
+		in.answered[ticket] = true
+		ch <- a
 		return
 	}
 	in.waiting[ticket] = ch
@@ -135,9 +137,9 @@ func (in *inbox) forget(ticket string) (answer, bool) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	delete(in.waiting, ticket)
-	d, ok := in.early[ticket]
+	a, ok := in.early[ticket]
 	delete(in.early, ticket)
-	return d, ok
+	return a, ok
 }
 
 // read reads the inbox, and again each time it changes or the client
@@ -146,11 +148,15 @@ func (in *inbox) forget(ticket string) (answer, bool) {
 // the dispatcher writes nothing there, and the reader costs nothing.
 func (in *inbox) read() {
 	q := in.q
+	defer func() {
+		in.mu.Lock()
+		in.running = false
+		in.mu.Unlock()
+	}()
 	for {
 		reconnect := q.s.NextReconnect()
 		n, err := znode.WatchNode(context.Background(), q.s, in.path)
 		if err != nil {
-			in.stop()
 			return // the session is over: every waiter sees it
 		}
 		if n.Gone() {
@@ -160,39 +166,28 @@ func (in *inbox) read() {
 			in.made = false
 			in.mu.Unlock()
 			if q.isClosed() || in.ensure(context.Background()) != nil {
-				in.stop()
 				return
 			}
 			continue
 		}
-		ev := n.Ev
 		in.deliver(parseInbox(n.Data), n.Stat.Mzxid)
 		select {
-		case e := <-ev:
+		case e := <-n.Ev:
 			if znode.Dropped(e) {
-				in.stop()
 				return
 			}
 		case <-reconnect:
 		case <-q.closing:
-			in.stop()
 			return
 		case <-q.s.Done():
-			in.stop()
 			return
 		}
 	}
 }
 
-func (in *inbox) stop() {
-	in.mu.Lock()
-	in.running = false
-	in.mu.Unlock()
-}
-
 // deliver hands the answers read to the tickets waiting for them. An
 // answer for a ticket not waited on yet (its create's reply has not come
-// back) is kept for expect; the others were taken already.
+// back) is kept for expect, until a read no longer shows it.
 func (in *inbox) deliver(os []offer, token int64) {
 	var order []string
 	byTicket := map[string]*answer{}
@@ -206,19 +201,22 @@ func (in *inbox) deliver(os []offer, token int64) {
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	answered, early := map[string]bool{}, map[string]answer{}
 	for _, t := range order {
-		if ch, ok := in.waiting[t]; ok {
+		ch, waits := in.waiting[t]
+		switch {
+		case in.answered[t]:
+		case waits:
 			delete(in.waiting, t)
 			ch <- *byTicket[t]
-		} else if _, ok := in.early[t]; !ok && len(in.early) < maxEarly {
-			in.early[t] = *byTicket[t]
+		default:
+			early[t] = *byTicket[t]
+			continue
 		}
+		answered[t] = true
 	}
+	in.answered, in.early = answered, early
 }
-
-// maxEarly bounds the offers kept for tickets not waited on (there are at
-// most as many as the tickets whose create is in flight).
-const maxEarly = 4096
 
 // ensure makes the inbox, once; the directory too when it is missing.
 func (in *inbox) ensure(ctx context.Context) error {

@@ -148,7 +148,7 @@ func (j *Job) ack(ctx context.Context, want int, kind byte, tag string) (string,
 		if j.key != "" {
 			ops = append(ops, &zk.DeleteRequest{Path: j.q.keys + "/" + j.key, Version: -1})
 		}
-		rs, _, _ := j.q.acks.run(context.Background(), ackReq{ops: append(ops, j.closing()...), want: want, kind: kind, tag: tag})
+		rs, _, _ := j.q.acks.Run(context.Background(), ackReq{ops: append(ops, j.closing()...), want: want, kind: kind, tag: tag})
 		want = 0 // a try sent again after a lost reply puts none
 		ticket = rs[0].ticket
 		return gone(rs[0].i, rs[0].err)

@@ -127,7 +127,7 @@ func (q *Queue) Put(ctx context.Context, data []byte, opts ...PutOption) (string
 // multi (see group). An item that fails alone (its key is taken, by an item
 // put before) is put on its own: its Put finds the item with that key.
 func (q *Queue) putOne(ctx context.Context, it putItem) (string, error) {
-	rs, inFlight, err := q.puts.run(ctx, it)
+	rs, inFlight, err := q.puts.Run(ctx, it)
 	var r putResult
 	if err == nil {
 		r = rs[0]

@@ -12,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zkrecipes"
+	"github.com/zkrecipes/zkrecipes/internal/batch"
 	"github.com/zkrecipes/zkrecipes/internal/session"
 	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
@@ -64,8 +65,8 @@ type Queue struct {
 
 	// puts and acks send concurrent Puts, and Acks (and tickets), in
 	// shared multis.
-	puts *group[putItem, putResult]
-	acks *group[ackReq, ackResult]
+	puts *batch.Group[putItem, putResult]
+	acks *batch.Group[ackReq, ackResult]
 }
 
 // New returns the queue at path. It writes nothing: nodes are created by
@@ -100,9 +101,9 @@ func New(s *zkrecipes.Session, path string, opts ...Option) (*Queue, error) {
 	}
 	q.name = consumerName(ss.ID(), newTag())
 	q.in = &inbox{q: q, path: q.consumers + "/" + q.name,
-		waiting: map[string]chan<- answer{}, early: map[string]answer{}}
-	q.puts = &group[putItem, putResult]{do: q.putBatch, take: takePuts}
-	q.acks = &group[ackReq, ackResult]{do: q.ackBatch, take: takeAcks}
+		waiting: map[string]chan<- answer{}, answered: map[string]bool{}, early: map[string]answer{}}
+	q.puts = &batch.Group[putItem, putResult]{Do: q.putBatch, Take: takePuts}
+	q.acks = &batch.Group[ackReq, ackResult]{Do: q.ackBatch, Take: takeAcks}
 	observePending(q)
 	return q, nil
 }
@@ -231,13 +232,13 @@ func (q *Queue) listBuckets(ctx context.Context) ([]int64, error) {
 // snapshot taken with one read per bucket and per consumer, not an atomic
 // count: with puts and takes in flight it may be off by those.
 func (q *Queue) Len(ctx context.Context) (int, error) {
-	var r reads
+	var r znode.Reads
 	var bs []int64
 	var tickets, consumers []string
-	r.do(func() (err error) { bs, err = q.listBuckets(ctx); return err })
-	r.do(func() (err error) { tickets, err = znode.Children(ctx, q.s, q.ready); return err })
-	r.do(func() (err error) { consumers, err = znode.Children(ctx, q.s, q.consumers); return err })
-	if err := r.wait(); err != nil {
+	r.Do(func() (err error) { bs, err = q.listBuckets(ctx); return err })
+	r.Do(func() (err error) { tickets, err = znode.Children(ctx, q.s, q.ready); return err })
+	r.Do(func() (err error) { consumers, err = znode.Children(ctx, q.s, q.consumers); return err })
+	if err := r.Wait(); err != nil {
 		return 0, fmt.Errorf("fairqueue: len: %w", err)
 	}
 	// Ask for every bucket's size and every inbox at once: the client
@@ -245,7 +246,7 @@ func (q *Queue) Len(ctx context.Context) (int, error) {
 	counts := make([]int32, len(bs))
 	inboxes := make([][]byte, len(consumers))
 	for i, b := range bs {
-		r.do(func() (err error) {
+		r.Do(func() (err error) {
 			counts[i], err = znode.Retry(ctx, q.s, func() (int32, error) {
 				_, st, err := q.s.Conn().Exists(q.bucketPath(b))
 				if err != nil || st == nil {
@@ -257,13 +258,13 @@ func (q *Queue) Len(ctx context.Context) (int, error) {
 		})
 	}
 	for i, c := range consumers {
-		r.do(func() error {
+		r.Do(func() error {
 			n, err := znode.Get(ctx, q.s, q.consumers+"/"+c)
 			inboxes[i] = n.Data
 			return ignoreNoNode(err)
 		})
 	}
-	if err := r.wait(); err != nil {
+	if err := r.Wait(); err != nil {
 		return 0, fmt.Errorf("fairqueue: len: %w", err)
 	}
 	n := 0

@@ -126,7 +126,7 @@ func (q *Queue) want(ctx context.Context, n int, kind byte, answers chan<- answe
 	tag := newTag()
 	req := ackReq{want: n, kind: kind, tag: tag}
 	for range maxDirTries {
-		rs, inFlight, err := q.acks.run(ctx, req)
+		rs, inFlight, err := q.acks.Run(ctx, req)
 		switch {
 		case err != nil && inFlight != nil:
 			q.s.Cleanup("tickets given up in "+q.ready, func() error {
@@ -302,18 +302,18 @@ func (q *Queue) sendBack(ops []any) (int, error) {
 // of date) makes no job; if ctx ends first, the items are given back.
 func (q *Queue) jobs(ctx context.Context, a answer) ([]*Job, error) {
 	nodes := make([]znode.Node, len(a.offers))
-	var r reads
+	var r znode.Reads
 	for i, o := range a.offers {
 		if o.carried {
 			nodes[i] = znode.Node{Data: o.data, Stat: &zk.Stat{Version: o.version}}
 			continue
 		}
-		r.do(func() (err error) {
+		r.Do(func() (err error) {
 			nodes[i], err = znode.Get(ctx, q.s, q.bucketPath(o.bucket)+"/"+o.name)
 			return ignoreNoNode(err)
 		})
 	}
-	if err := r.wait(); err != nil {
+	if err := r.Wait(); err != nil {
 		q.s.Cleanup("give back "+a.ticket, func() error { return q.giveBack(a) })
 		if q.s.Err() != nil {
 			return nil, fmt.Errorf("%w: %w", errInboxLost, q.s.Err())

@@ -66,3 +66,39 @@ func Get(ctx context.Context, s *session.Session, path string) (Node, error) {
 		return Node{d, st}, err
 	})
 }
+
+// ChildrenW lists dir, asking again across disconnects, and leaves a child
+// watch on it; a missing dir lists empty, with a watch for its creation
+// instead. The listing is never nil.
+func ChildrenW(ctx context.Context, s *session.Session, dir string) ([]string, <-chan zk.Event, error) {
+	type listing struct {
+		names []string
+		ev    <-chan zk.Event
+	}
+	for {
+		l, err := Retry(ctx, s, func() (listing, error) {
+			names, _, ev, err := s.Conn().ChildrenW(dir)
+			return listing{names, ev}, err
+		})
+		if err == nil {
+			return append([]string{}, l.names...), l.ev, nil
+		}
+		if !errors.Is(err, zk.ErrNoNode) {
+			return nil, nil, fmt.Errorf("list %s: %w", dir, err)
+		}
+		l, err = Retry(ctx, s, func() (listing, error) {
+			found, _, ev, err := s.Conn().ExistsW(dir)
+			if found {
+				return listing{}, zk.ErrNodeExists // made meanwhile: list it
+			}
+			return listing{ev: ev}, err
+		})
+		if errors.Is(err, zk.ErrNodeExists) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("watch %s: %w", dir, err)
+		}
+		return []string{}, l.ev, nil
+	}
+}

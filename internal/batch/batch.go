@@ -1,28 +1,25 @@
-package fairqueue
+// Package batch is group commit.
+package batch
 
 import (
 	"context"
-	"runtime"
 	"sync"
 )
 
-// group is group commit: the requests of concurrent callers that arrive
+// Group is group commit: the requests of concurrent callers that arrive
 // while a batch is in flight go together in the next one. A caller alone
 // waits for nothing; one that comes while a batch is out waits for that
 // batch, then for its own: one round trip more than alone, at most. Callers
 // that put one item at a time so pay about one transaction per batch, not
 // one per item.
 //
-// do sends one batch (it may take several round trips: a request that
+// Do sends one batch (it may take several round trips: a request that
 // fails alone is answered so and the others sent again) and returns one
-// result per request; take says how many of the pending requests, oldest
-// first, go into the next batch (at least one); linger, when set and true
-// for a batch, lets other goroutines run once before the batch is made, so
-// that requests made at the same moment join it.
-type group[T, R any] struct {
-	do     func(batch []T) []R
-	take   func(pending []T) int
-	linger func(pending []T) bool
+// result per request; Take says how many of the pending requests, oldest
+// first, go into the next batch (at least one).
+type Group[T, R any] struct {
+	Do   func(batch []T) []R
+	Take func(pending []T) int
 
 	mu      sync.Mutex
 	pending []*call[T, R]
@@ -36,12 +33,12 @@ type call[T, R any] struct {
 	sent bool // taken into a batch
 }
 
-// run sends ins with the next batch and returns their results. If ctx ends
+// Run sends ins with the next batch and returns their results. If ctx ends
 // first, it returns ctx's cause, and inFlight says whether they had gone
 // out: nil if nothing was sent; else closed once the batch that carried
 // them is answered (their outcome is unknown until then, and may be after:
 // a batch whose connection dropped).
-func (g *group[T, R]) run(ctx context.Context, ins ...T) (outs []R, inFlight <-chan struct{}, err error) {
+func (g *Group[T, R]) Run(ctx context.Context, ins ...T) (outs []R, inFlight <-chan struct{}, err error) {
 	if ctx.Err() != nil {
 		return nil, nil, context.Cause(ctx)
 	}
@@ -88,8 +85,8 @@ func (g *group[T, R]) run(ctx context.Context, ins ...T) (outs []R, inFlight <-c
 }
 
 // send sends batches until none is pending.
-func (g *group[T, R]) send() {
-	for lingered := false; ; {
+func (g *Group[T, R]) send() {
+	for {
 		g.mu.Lock()
 		if len(g.pending) == 0 {
 			g.sending = false
@@ -100,21 +97,14 @@ func (g *group[T, R]) send() {
 		for i, c := range g.pending {
 			ins[i] = c.in
 		}
-		if !lingered && g.linger != nil && g.linger(ins) {
-			g.mu.Unlock()
-			lingered = true
-			runtime.Gosched()
-			continue
-		}
-		lingered = false
-		n := max(1, min(g.take(ins), len(ins)))
+		n := max(1, min(g.Take(ins), len(ins)))
 		batch := g.pending[:n:n]
 		g.pending = g.pending[n:]
 		for _, c := range batch {
 			c.sent = true
 		}
 		g.mu.Unlock()
-		outs := g.do(ins[:n])
+		outs := g.Do(ins[:n])
 		for i, c := range batch {
 			c.out = outs[i]
 			close(c.done)
