@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -956,20 +957,8 @@ func (d *dispatcher) setFree(it *item) {
 	if slices.Contains(d.free, it) {
 		return
 	}
-	i, _ := slices.BinarySearchFunc(d.free, it.id, func(x *item, id string) int {
-		return cmpString(x.id, id)
-	})
+	i, _ := slices.BinarySearchFunc(d.free, it.id, func(x *item, id string) int { return strings.Compare(x.id, id) })
 	d.free = slices.Insert(d.free, i, it)
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // sideTasks sends what the dispatcher does besides handing out: moving
@@ -1028,13 +1017,6 @@ func (d *dispatcher) ended(ctx context.Context, err error) error {
 	}
 	d.q.log.Debug("fairqueue: dispatcher read failed; reading the queue again", "err", err)
 	return fmt.Errorf("%w: %w", errResync, err)
-}
-
-func ignoreNoNode(err error) error {
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil
-	}
-	return err
 }
 
 // highMark is the highest id a queue's dispatchers handed out, from

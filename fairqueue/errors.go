@@ -1,6 +1,10 @@
 package fairqueue
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/go-zookeeper/zk"
+)
 
 // Sentinel errors, for errors.Is. Errors returned by this package wrap them
 // (and the root package's sentinels) with the detail: "fairqueue: ack
@@ -38,3 +42,11 @@ var (
 	// errDone: a Job's owner says so once Ack or Nack is applied.
 	errDone = errors.New("job settled")
 )
+
+// ignoreNoNode: a node found gone is no error here.
+func ignoreNoNode(err error) error {
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	return err
+}
