@@ -716,6 +716,13 @@ func TestCachedUnlockEndedCtx(t *testing.T) {
 	require.NoError(t, lo.Unlock(ctx))
 	lw := await(t, waiting, "the Lock that waited in process")
 	_ = lw.Unlock(ended)
+	// An Unlock with an ended ctx returns before its release is done: the
+	// lease ends when the release does.
+	select {
+	case <-lw.Done():
+	case <-time.After(liveWait):
+		t.Fatal("the last lease, unlocked with an ended ctx, did not end")
+	}
 	require.Eventually(t, func() bool { return len(children(t, hs, path)) == 0 }, liveWait, time.Millisecond,
 		"the last lease, unlocked with an ended ctx, was not released")
 	require.ErrorIs(t, l.Err(), zklock.ErrReleased)
