@@ -333,6 +333,13 @@ func (j *Job) bury(conn *zk.Conn) error {
 		if err == nil {
 			j.q.log.Info("fairqueue: item moved to dead letters", "id", j.id, "attempts", j.Attempt())
 		}
+		if i == len(closing) && errors.Is(err, zk.ErrNodeExists) {
+			// Its dead letter exists (ids are never reused): buried,
+			// by a try of ours whose answer was lost with the
+			// connection (without the ticket's delete, which other Jobs
+			// share, nothing else in the multi fails then).
+			return owner.ErrGone
+		}
 		return gone(i, err)
 	}
 	return fmt.Errorf("move %s to dead letters: %s keeps vanishing", j.id, j.q.dead)
