@@ -53,6 +53,11 @@ const (
 	inboxCarry = 256 << 10
 )
 
+// noDrop is triedDrop before the newest bucket was deleted: never maxSeen,
+// so that a bucket drained of the items a rebuild found offered (not
+// listed as new: maxSeen stays "") or found drained is deleted too.
+const noDrop = "-"
+
 var (
 	errNotLeader = errors.New("no longer the queue's dispatcher")
 	errResync    = errors.New("the dispatcher's view is out of date")
@@ -151,7 +156,7 @@ type dispatcher struct {
 	perBucket map[int64]int
 	drop      []int64 // drained buckets to delete
 	needDead  bool    // make dead/ before the next bury
-	triedDrop string  // maxSeen when the newest bucket was last deleted
+	triedDrop string  // maxSeen when the newest bucket was last deleted (noDrop: not yet)
 
 	dirty     [nWatched]bool
 	listing   [nWatched]bool // a listing is out
@@ -199,7 +204,8 @@ func (d *dispatcher) rebuild(ctx context.Context) error {
 	q := d.q
 	*d = dispatcher{q: q, l: d.l, tickets: map[string]*ticket{}, standing: map[string][]*ticket{},
 		live: map[string]bool{}, items: map[string]*item{}, heldSeen: map[string]bool{},
-		perBucket: map[int64]int{}, cur: -1, reconnect: q.s.NextReconnect(), results: d.results}
+		perBucket: map[int64]int{}, cur: -1, reconnect: q.s.NextReconnect(), results: d.results,
+		triedDrop: noDrop}
 	var r reads
 	var mark znode.Node
 	r.do(func() (err error) {
@@ -390,7 +396,7 @@ func (d *dispatcher) poll() {
 		}
 		d.judge = nil
 	}
-	if n := d.newest(); n >= 0 && len(d.ready) == 0 && d.perBucket[n] == 0 && d.maxSeen != d.triedDrop && !d.listing[wTail] {
+	if n := d.newest(); n >= 0 && len(d.ready) == 0 && d.perBucket[n] == 0 && d.maxSeen != d.triedDrop && !d.dirty[wTail] && !d.listing[wTail] {
 		// The newest bucket goes too, once drained while no one waits (a
 		// producer that puts into it then makes the next one); while
 		// consumers wait, producers would keep making it again.
