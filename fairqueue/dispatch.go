@@ -996,7 +996,14 @@ func (d *dispatcher) sideTasks(ctx context.Context) {
 			if err != nil && !errors.Is(err, zk.ErrNotEmpty) && !errors.Is(err, zk.ErrNoNode) && !session.IsConnErr(err) {
 				q.log.Debug("fairqueue: could not delete drained bucket", "bucket", b, "err", err)
 			}
-			return func() error { return nil }
+			return func() error {
+				if session.IsConnErr(err) {
+					// It may not have landed: again (a bucket's number is
+					// never made again, so a late delete harms nothing).
+					d.drop = append(d.drop, b)
+				}
+				return nil
+			}
 		})
 	}
 	d.drop = nil
