@@ -396,10 +396,13 @@ func (d *dispatcher) poll() {
 		}
 		d.judge = nil
 	}
-	if n := d.newest(); n >= 0 && len(d.ready) == 0 && d.perBucket[n] == 0 && d.maxSeen != d.triedDrop && !d.dirty[wTail] && !d.listing[wTail] {
+	if n := d.newest(); n >= 0 && len(d.ready) == 0 && d.perBucket[n] == 0 && d.maxSeen != d.triedDrop && !d.dirty[wTail] && !d.listing[wTail] &&
+		!d.dirty[wHeld] && !d.listing[wHeld] {
 		// The newest bucket goes too, once drained while no one waits (a
 		// producer that puts into it then makes the next one); while
-		// consumers wait, producers would keep making it again.
+		// consumers wait, producers would keep making it again. Not while
+		// held/ is not current: an item of a ticket settled is out of the
+		// view until held/ shows it given back.
 		d.drop, d.triedDrop = append(d.drop, n), d.maxSeen
 	}
 }
