@@ -169,6 +169,10 @@ type dispatcher struct {
 	multi    bool
 	inflight int
 	results  chan func() error
+
+	// promoting counts the moves of delayed items into the queue that are
+	// out: their items are in no listing yet.
+	promoting int
 }
 
 // run rebuilds the view, then takes in events and hands out until the
@@ -629,7 +633,7 @@ func (d *dispatcher) current() bool {
 			return false
 		}
 	}
-	return d.cur >= d.newest() && len(d.limbo) == 0 && len(d.judge) == 0 && len(d.dueDelayed()) == 0
+	return d.cur >= d.newest() && len(d.limbo) == 0 && len(d.judge) == 0 && len(d.dueDelayed()) == 0 && d.promoting == 0
 }
 
 // settle takes in the outcome of a round's multi. A refusal changes
@@ -982,9 +986,11 @@ func (d *dispatcher) sideTasks(ctx context.Context) {
 	q := d.q
 	if due := d.dueDelayed(); len(due) > 0 {
 		d.delayed = slices.DeleteFunc(d.delayed, func(n string) bool { return slices.Contains(due, n) })
+		d.promoting++
 		d.async(func() func() error {
 			err := q.promote(ctx, due)
 			return func() error {
+				d.promoting--
 				if err != nil {
 					q.log.Warn("fairqueue: could not move delayed items into the queue; trying again", "err", err)
 					d.dirty[wDelayed] = true
