@@ -54,6 +54,11 @@ const (
 	inboxCarry = 256 << 10
 )
 
+// noDrop is triedDrop before the newest bucket was deleted: never maxSeen,
+// so that a bucket drained of the items a rebuild found offered (not
+// listed as new: maxSeen stays "") or found drained is deleted too.
+const noDrop = "-"
+
 var (
 	errNotLeader = errors.New("no longer the queue's dispatcher")
 	errResync    = errors.New("the dispatcher's view is out of date")
@@ -152,7 +157,7 @@ type dispatcher struct {
 	perBucket map[int64]int
 	drop      []int64 // drained buckets to delete
 	needDead  bool    // make dead/ before the next bury
-	triedDrop string  // maxSeen when the newest bucket was last deleted
+	triedDrop string  // maxSeen when the newest bucket was last deleted (noDrop: not yet)
 
 	dirty     [nWatched]bool
 	listing   [nWatched]bool // a listing is out
@@ -165,6 +170,10 @@ type dispatcher struct {
 	multi    bool
 	inflight int
 	results  chan func() error
+
+	// promoting counts the moves of delayed items into the queue that are
+	// out: their items are in no listing yet.
+	promoting int
 }
 
 // run rebuilds the view, then takes in events and hands out until the
@@ -200,7 +209,8 @@ func (d *dispatcher) rebuild(ctx context.Context) error {
 	q := d.q
 	*d = dispatcher{q: q, l: d.l, tickets: map[string]*ticket{}, standing: map[string][]*ticket{},
 		live: map[string]bool{}, items: map[string]*item{}, heldSeen: map[string]bool{},
-		perBucket: map[int64]int{}, cur: -1, reconnect: q.s.NextReconnect(), results: d.results}
+		perBucket: map[int64]int{}, cur: -1, reconnect: q.s.NextReconnect(), results: d.results,
+		triedDrop: noDrop}
 	var r znode.Reads
 	var mark znode.Node
 	r.Do(func() (err error) {
@@ -398,10 +408,13 @@ func (d *dispatcher) poll() {
 		}
 		d.judge = nil
 	}
-	if n := d.newest(); n >= 0 && len(d.ready) == 0 && d.perBucket[n] == 0 && d.maxSeen != d.triedDrop && !d.listing[wTail] {
+	if n := d.newest(); n >= 0 && len(d.ready) == 0 && d.perBucket[n] == 0 && d.maxSeen != d.triedDrop && !d.dirty[wTail] && !d.listing[wTail] &&
+		!d.dirty[wHeld] && !d.listing[wHeld] {
 		// The newest bucket goes too, once drained while no one waits (a
 		// producer that puts into it then makes the next one); while
-		// consumers wait, producers would keep making it again.
+		// consumers wait, producers would keep making it again. Not while
+		// held/ is not current: an item of a ticket settled is out of the
+		// view until held/ shows it given back.
 		d.drop, d.triedDrop = append(d.drop, n), d.maxSeen
 	}
 }
@@ -628,7 +641,7 @@ func (d *dispatcher) current() bool {
 			return false
 		}
 	}
-	return d.cur >= d.newest() && len(d.limbo) == 0 && len(d.judge) == 0 && len(d.dueDelayed()) == 0
+	return d.cur >= d.newest() && len(d.limbo) == 0 && len(d.judge) == 0 && len(d.dueDelayed()) == 0 && d.promoting == 0
 }
 
 // settle takes in the outcome of a round's multi. A refusal changes
@@ -969,9 +982,11 @@ func (d *dispatcher) sideTasks(ctx context.Context) {
 	q := d.q
 	if due := d.dueDelayed(); len(due) > 0 {
 		d.delayed = slices.DeleteFunc(d.delayed, func(n string) bool { return slices.Contains(due, n) })
+		d.promoting++
 		d.async(func() func() error {
 			err := q.promote(ctx, due)
 			return func() error {
+				d.promoting--
 				if err != nil {
 					q.log.Warn("fairqueue: could not move delayed items into the queue; trying again", "err", err)
 					d.dirty[wDelayed] = true
@@ -986,7 +1001,14 @@ func (d *dispatcher) sideTasks(ctx context.Context) {
 			if err != nil && !errors.Is(err, zk.ErrNotEmpty) && !errors.Is(err, zk.ErrNoNode) && !session.IsConnErr(err) {
 				q.log.Debug("fairqueue: could not delete drained bucket", "bucket", b, "err", err)
 			}
-			return func() error { return nil }
+			return func() error {
+				if session.IsConnErr(err) {
+					// It may not have landed: again (a bucket's number is
+					// never made again, so a late delete harms nothing).
+					d.drop = append(d.drop, b)
+				}
+				return nil
+			}
 		})
 	}
 	d.drop = nil

@@ -228,7 +228,7 @@ func (in *inbox) ensure(ctx context.Context) error {
 	}
 	q := in.q
 	for range maxDirTries {
-		_, err := znode.Do(ctx, func() (string, error) {
+		_, err := znode.Retry(ctx, q.s, func() (string, error) {
 			return q.s.Conn().Create(in.path, []byte{}, zk.FlagEphemeral, q.acl)
 		})
 		switch {

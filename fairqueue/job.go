@@ -1,6 +1,7 @@
 package fairqueue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -285,9 +286,36 @@ func (j *Job) nack(ctx context.Context, until time.Time) error {
 	if j.q.maxAttempts > 0 && j.Attempt() >= j.q.maxAttempts {
 		return j.settle(ctx, "nack", j.q.s.Telemetry().Buried, j.bury)
 	}
+	sent := false
 	return j.settle(ctx, "nack", j.q.s.Telemetry().Nacked, func(*zk.Conn) error {
-		return gone(j.q.sendBack(append(j.q.backOps(j.bucket, j.name, j.version, until), j.closing()...)))
+		closing := j.closing()
+		if sent && len(closing) == 0 {
+			// Sent, and its answer lost with the connection. Without the
+			// ticket's delete (other Jobs share it) nothing in the multi
+			// fails if it landed: it would make a second node in held/.
+			// While we hold the item, a node of its in held/ is ours.
+			landed, err := j.q.givenBack(j.bucket, j.name)
+			if err != nil || landed {
+				return cmp.Or(err, owner.ErrGone)
+			}
+		}
+		sent = true
+		return gone(j.q.sendBack(append(j.q.backOps(j.bucket, j.name, j.version, until), closing...)))
 	})
+}
+
+// givenBack says whether held/ holds a node for the item name of bucket.
+func (q *Queue) givenBack(bucket int64, name string) (bool, error) {
+	names, _, err := q.s.Conn().Children(q.held)
+	if err != nil {
+		return false, ignoreNoNode(err)
+	}
+	for _, n := range names {
+		if _, b, iname, ok := parseHeld(n); ok && b == bucket && iname == name {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // bury moves the item to dead/ with the claim's delete, in one multi; a
@@ -307,6 +335,13 @@ func (j *Job) bury(conn *zk.Conn) error {
 		}
 		if err == nil {
 			j.q.log.Info("fairqueue: item moved to dead letters", "id", j.id, "attempts", j.Attempt())
+		}
+		if i == len(closing) && errors.Is(err, zk.ErrNodeExists) {
+			// Its dead letter exists (ids are never reused): buried,
+			// by a try of ours whose answer was lost with the
+			// connection (without the ticket's delete, which other Jobs
+			// share, nothing else in the multi fails then).
+			return owner.ErrGone
 		}
 		return gone(i, err)
 	}

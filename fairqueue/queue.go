@@ -143,8 +143,9 @@ func (q *Queue) consume(ctx context.Context) error {
 // and Work in flight fail, and later ones fail at once, with errors
 // wrapping ErrClosed. Put and the other calls that do not take go on
 // working. Close waits for the dispatcher to stop, and removes the Queue's
-// inbox when nothing stands in it (else the session's end does), or until
-// ctx ends; it returns nil, and nil again if called again.
+// inbox when nothing stands in it (else the last Job settled does), or
+// until ctx ends (the removal goes on: ctx bounds only the wait); it
+// returns nil, and nil again if called again.
 func (q *Queue) Close(ctx context.Context) error {
 	q.mu.Lock()
 	if !q.closed {
@@ -158,12 +159,23 @@ func (q *Queue) Close(ctx context.Context) error {
 		return nil
 	}
 	stop()
+	// The inbox goes once the dispatcher has stopped, whatever becomes of
+	// ctx, which bounds only the wait: left, it would stand until the
+	// session's end.
+	removed := make(chan struct{})
+	go func() {
+		defer close(removed)
+		q.s.Cleanup("remove "+q.in.path, func() error {
+			<-done
+			return q.in.remove(context.Background())
+		})
+	}()
 	select {
-	case <-done:
+	case <-removed:
+		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("fairqueue: close: %w", context.Cause(ctx))
 	}
-	return q.in.remove(ctx)
 }
 
 // holding notes a Job on ticket until it is settled or lost; a closed
