@@ -165,7 +165,8 @@ test-docker:
 # kill -9 of servers and of the leader, a follower with a holder on it and
 # the leader cut off from their peers while their clients still reach them,
 # clients' connections frozen and holders stopped (SIGSTOP) past their
-# session timeout, and clients killed; then every history checked, in the
+# session timeout, clients killed, and the queue's dispatcher killed, stopped
+# and its server cut off; then every history checked, in the
 # order things happened (porcupine for the register; no two holders' leases
 # overlapping), and every server read alone and compared. Fails on any
 # violation, and then keeps the servers' logs and data in $(CHAOS_OUT).
@@ -174,7 +175,10 @@ test-docker:
 # cache deaf to them, and unbroken they must not. All the tests run
 # whatever the first finds. Longer:
 # CHAOS_FOR=30m make chaos; some faults only:
-# CHAOS_FLAGS=-chaos.faults=isolate-follower (or kill-head,stop-head: the queue's head).
+# CHAOS_FLAGS=-chaos.faults=isolate-follower (or kill-dispatcher,stop-dispatcher,
+# isolate-dispatcher: the queue's dispatcher killed, stopped past its session,
+# its server cut off; after each, the hand-out stall is measured and must stay
+# within the session timeout plus a margin: summary.txt, stalls.txt).
 # chaos/ is a module of its own: the tests run from there.
 CHAOS_FOR ?= 2m
 CHAOS_OUT ?= $(CURDIR)/chaos-out
