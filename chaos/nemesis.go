@@ -312,8 +312,11 @@ func (n *nemesis) isolated(kind string) (int, []Holding) {
 // false if no dispatcher was found.
 func (n *nemesis) aimAtDispatcher(f *Fault) bool {
 	slot, inc, sid, node := n.dispatcher()
-	p := n.cs.Get(slot)
-	if slot < 0 || p == nil || p.Inc() != inc {
+	var p *Proc
+	if slot >= 0 {
+		p = n.cs.Get(slot)
+	}
+	if p == nil || p.Inc() != inc {
 		n.t.Logf("chaos: %s: no live process's consumer is the queue's dispatcher; skipped", f.Kind)
 		return false
 	}
