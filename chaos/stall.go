@@ -109,6 +109,7 @@ func measureStall(evs []record.Event, f Fault, until, end int64, pauses []Pause,
 		sid    int64
 	}
 	pending := map[string]bool{} // payloads put and not yet handed out
+	handed := map[string]bool{}  // payloads handed out (a Take can be stamped before its Put returned)
 	waiting := map[consumer]string{}
 	ended := map[int64]bool{}
 	frozen := map[[2]int]bool{}
@@ -180,12 +181,15 @@ func measureStall(evs []record.Event, f Fault, until, end int64, pauses []Pause,
 		c := consumer{e.P, e.Inc, e.Sid}
 		switch e.K {
 		case record.PutOK:
-			pending[e.D] = true
+			if !handed[e.D] {
+				pending[e.D] = true
+			}
 		case record.Take:
 			if open != 0 {
 				closed(e.T)
 			}
 			delete(pending, e.D)
+			handed[e.D] = true
 			delete(waiting, c)
 		case record.Taking:
 			waiting[c] = e.Srv

@@ -63,6 +63,15 @@ func TestStalls(t *testing.T) {
 		t.Fatalf("the longest of two stalls: %+v %v", ss, vs)
 	}
 
+	// Item z is taken before its Put is seen to return (the consumer's
+	// event stamped first): it was never pending after that.
+	early := append(append([]record.Event(nil), base...),
+		q(0, record.Take, 1106, 1, "x", "s2"), q(0, record.Taking, 1150, 1, "", "s2"),
+		q(0, record.Take, 1300, 1, "z", "s2"), q(2, record.PutOK, 1301, 5, "z", ""), q(0, record.Taking, 1400, 1, "", "s2"))
+	if ss, vs = run(early, kill); len(vs) != 0 || ss[0].Stall != 6*time.Millisecond {
+		t.Fatalf("an item taken before its Put returned: %+v %v", ss, vs)
+	}
+
 	// Stopped rather than killed: client 3 is paused until 5000 ms, and its
 	// session (the dispatcher's) is over; the same stall.
 	stop := kill
