@@ -125,16 +125,21 @@ STRESS_CYCLES ?= 100000
 stress: zk-up
 	cd bench && $(GO) run ./cmd/lockstress -zk $(ZK) -cycles $(STRESS_CYCLES) -procs 8 -hogs 2
 
-# fairqueue side by side with the floor (the three writes per item any such
-# queue must make, the choice of item made for free in process), kazoo's
-# Queue and LockingQueue and Curator's DistributedQueue and
-# SimpleDistributedQueue (Debian's, as for interop) on one server,
-# alternating rounds, with the consumers' reads and writes and the refused
-# claim writes per item;
-# then the consumer-scaling curve of fairqueue and the floor, written to
+# fairqueue (Take and Ack; Work) side by side with the floor (the three
+# writes per item any such queue must make, the choice of item made for
+# free in process), kazoo's Queue and LockingQueue and Curator's
+# DistributedQueue and SimpleDistributedQueue (Debian's, as for interop) on
+# one server, alternating rounds, with the consumers' reads, writes and
+# refused writes per item (fairqueue's dispatcher, one of its consumers,
+# counted with them); then fairqueue's batching, 16 consumers each running
+# Work(16) and 4 producers PutMany(100), beside the floor (issue 25's gate,
+# measured as the dispatcher probe measured it); then the consumer-scaling
+# curve of fairqueue and the floor, written to
 # bench/results/queue-scaling.{csv,png}. A quick try (2 rounds of 3s, 1 and
 # 4 consumers, into bench/results/quick):
 #   make bench-queue BENCH_QUEUE_FLAGS=-quick
+# Work's prefetch: BENCH_QUEUE_FLAGS='-prefetch 0'; one consumer's Work in
+# the batching rounds: '-work-consumers 1' (go run ./cmd/queuebench -h).
 BENCH_QUEUE_FLAGS ?=
 .PHONY: bench-queue
 bench-queue: zk-up
