@@ -125,16 +125,21 @@ STRESS_CYCLES ?= 100000
 stress: zk-up
 	cd bench && $(GO) run ./cmd/lockstress -zk $(ZK) -cycles $(STRESS_CYCLES) -procs 8 -hogs 2
 
-# fairqueue side by side with the floor (the three writes per item any such
-# queue must make, the choice of item made for free in process), kazoo's
-# Queue and LockingQueue and Curator's DistributedQueue and
-# SimpleDistributedQueue (Debian's, as for interop) on one server,
-# alternating rounds, with the consumers' reads and writes and the refused
-# claim writes per item;
-# then the consumer-scaling curve of fairqueue and the floor, written to
+# fairqueue (Take and Ack; Work) side by side with the floor (the three
+# writes per item any such queue must make, the choice of item made for
+# free in process), kazoo's Queue and LockingQueue and Curator's
+# DistributedQueue and SimpleDistributedQueue (Debian's, as for interop) on
+# one server, alternating rounds, with the consumers' reads, writes and
+# refused writes per item (fairqueue's dispatcher, one of its consumers,
+# counted with them); then fairqueue's batching, 16 consumers each running
+# Work(16) and 4 producers PutMany(100), beside the floor (issue 25's gate,
+# measured as the dispatcher probe measured it); then the consumer-scaling
+# curve of fairqueue and the floor, written to
 # bench/results/queue-scaling.{csv,png}. A quick try (2 rounds of 3s, 1 and
 # 4 consumers, into bench/results/quick):
 #   make bench-queue BENCH_QUEUE_FLAGS=-quick
+# Work's prefetch: BENCH_QUEUE_FLAGS='-prefetch 0'; one consumer's Work in
+# the batching rounds: '-work-consumers 1' (go run ./cmd/queuebench -h).
 BENCH_QUEUE_FLAGS ?=
 .PHONY: bench-queue
 bench-queue: zk-up
@@ -165,7 +170,8 @@ test-docker:
 # kill -9 of servers and of the leader, a follower with a holder on it and
 # the leader cut off from their peers while their clients still reach them,
 # clients' connections frozen and holders stopped (SIGSTOP) past their
-# session timeout, and clients killed; then every history checked, in the
+# session timeout, clients killed, and the queue's dispatcher killed, stopped
+# and its server cut off; then every history checked, in the
 # order things happened (porcupine for the register; no two holders' leases
 # overlapping), and every server read alone and compared. Fails on any
 # violation, and then keeps the servers' logs and data in $(CHAOS_OUT).
@@ -174,7 +180,10 @@ test-docker:
 # cache deaf to them, and unbroken they must not. All the tests run
 # whatever the first finds. Longer:
 # CHAOS_FOR=30m make chaos; some faults only:
-# CHAOS_FLAGS=-chaos.faults=isolate-follower (or kill-head,stop-head: the queue's head).
+# CHAOS_FLAGS=-chaos.faults=isolate-follower (or kill-dispatcher,stop-dispatcher,
+# isolate-dispatcher: the queue's dispatcher killed, stopped past its session,
+# its server cut off; after each, the hand-out stall is measured and must stay
+# within the session timeout plus a margin: summary.txt, stalls.txt).
 # chaos/ is a module of its own: the tests run from there.
 CHAOS_FOR ?= 2m
 CHAOS_OUT ?= $(CURDIR)/chaos-out

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ var (
 	out            = flag.String("chaos.out", "", "directory for summary.txt, register.html, events.jsonl, history.json, and a failed run's servers/")
 	clients        = flag.Int("chaos.clients", 5, "client processes")
 	session        = flag.Duration("chaos.session", 3*time.Second, "the clients' session timeout")
-	faults         = flag.String("chaos.faults", "all", "faults, comma-separated: all, kill-server, kill-leader, isolate-follower, isolate-leader, partition, freeze-client, stop-holder, stop-idle, kill-client, kill-head, stop-head")
+	faults         = flag.String("chaos.faults", "all", "faults, comma-separated: all, kill-server, kill-leader, isolate-follower, isolate-leader, partition, freeze-client, stop-holder, stop-idle, kill-client, kill-dispatcher, stop-dispatcher, isolate-dispatcher")
 	seed           = flag.Uint64("chaos.seed", 0, "nemesis seed (0: random)")
 	unfenced       = flag.Bool("chaos.unfenced", false, "break the mutex workload's fencing on purpose: TestChaos must then fail")
 	deaf           = flag.Bool("chaos.deaf", false, "make holders ignore Done on purpose: TestChaos must then fail")
@@ -37,7 +38,10 @@ func watchdog(t *testing.T, d time.Duration) {
 }
 
 // TestChaos runs every workload under every fault for -chaos.for and fails
-// on any violation.
+// on any violation; and, when it ran dispatcher faults, if not one hand-out
+// stall could be measured after them (the check of the stalls would have
+// checked nothing), or, in a run of five minutes or more, if a dispatcher
+// fault asked for never happened (the nemesis never found the dispatcher).
 func TestChaos(t *testing.T) {
 	if *runFor <= 0 {
 		t.Skip("a long run: go test ./chaos -chaos.for=2m (make chaos)")
@@ -51,6 +55,27 @@ func TestChaos(t *testing.T) {
 	res := chaos.Run(t, chaos.Config{For: *runFor, Clients: *clients, SessionTimeout: *session, Faults: kinds,
 		Seed: *seed, Out: *out, Unfenced: *unfenced, Deaf: *deaf})
 	fmt.Print("\n" + res.Summary + "\n")
+	for _, s := range res.Stalls {
+		t.Logf("chaos: %s", s)
+	}
+	injected := map[string]int{}
+	for _, f := range res.Faults {
+		injected[f.Kind]++
+	}
+	measured := 0
+	for _, s := range res.Stalls {
+		if s.Measured() {
+			measured++
+		}
+	}
+	if len(res.Stalls) > 0 && measured == 0 {
+		t.Errorf("%d dispatcher faults, and not one hand-out stall measured after them", len(res.Stalls))
+	}
+	for _, k := range chaos.DispatcherFaults {
+		if slices.Contains(kinds, k) && injected[k] == 0 && *runFor >= 5*time.Minute {
+			t.Errorf("%s: asked for, never injected in %v", k, *runFor)
+		}
+	}
 	recipes := res.Recipes()
 	switch ensemble := len(res.Violations) - len(recipes); {
 	case len(recipes) > 0:

@@ -11,8 +11,10 @@
 // short sections between which the holding may be kept idle, and hot ones,
 // sections back to back from two goroutines; a Mutex on its path now and
 // then), an Election with observers, a Semaphore, and a fairqueue with
-// producers and consumers. Holders hold for real: a lease for 0.5 to 4 s (the register's
-// read-modify-write first), one job in eight for up to 4 s. The first
+// producers and consumers, each consumer's Queue standing for election as
+// the queue's dispatcher, which hands the items out. Holders hold for
+// real: a lease for 0.5 to 4 s (the register's read-modify-write first),
+// one job in eight for up to 4 s. The first
 // clients are pinned, one to each server, so that every server has
 // holders on it.
 //
@@ -32,7 +34,14 @@
 //     scenario);
 //   - a process stopped likewise right after it ended a CachedMutex
 //     section, its holding kept idle;
-//   - kill -9 of a client, then a new one in its place.
+//   - kill -9 of a client, then a new one in its place;
+//   - the queue's dispatcher (the consumer whose session owns the lowest
+//     node of the queue's election) killed with -9, then a new process in
+//     its place; stopped with SIGSTOP past its session timeout; and the
+//     server its session is connected to cut off from its peers past the
+//     session timeout (from the moment the others have a new leader, when
+//     it was the leader). Each is kept on until the hand-out stall's
+//     bound has passed, so that the next fault does not fall within it.
 //
 // Every client records what it did, stamped with the machine's monotonic
 // clock (package record), including, from a goroutine waiting on each
@@ -61,7 +70,14 @@
 //     section of a kept CachedMutex holding begun later than the freshness
 //     window (plus a margin) after its join ([CheckBypass]);
 //   - queue: every item whose Put succeeded acked, none acked twice, no
-//     phantom, each consumer's ids going backwards only on redelivery;
+//     phantom, each consumer's ids going backwards only on redelivery
+//     (Attempt above 1);
+//   - hand-out stall: after each dispatcher fault, from the first moment an
+//     item was pending while a consumer that could take it waited in Take,
+//     to the next delivery, at most the dispatcher's session timeout plus
+//     [StallMargin] (plus the time the ensemble had no leader, when the
+//     server cut off was the leader); every stall measured is reported
+//     ([CheckStalls], stalls.txt);
 //   - honesty: what a client was told. An Unlock that returned nil or a raw
 //     connection error for a lease that had been lost, or an Ack that
 //     returned ErrClaimLost although it had landed, is a violation too.
@@ -86,7 +102,7 @@
 // (-chaos.recheck=DIR) checks it again.
 //
 // The tests run only when asked: `go test ./chaos -chaos.for=2m` (make
-// chaos); -chaos.faults=isolate-follower,... picks faults, -chaos.session
+// chaos); -chaos.faults=isolate-follower,kill-dispatcher,... picks faults, -chaos.session
 // the session timeout. -chaos.selftest runs the proof that the checks bite:
 // the same faults (holders stopped and frozen just after their grant) with
 // the clients broken on purpose, unfenced and deaf to Done, must be

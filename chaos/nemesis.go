@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/chaos/record"
+	"github.com/zkrecipes/zkrecipes/zklock"
 	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
@@ -37,38 +39,53 @@ const (
 	// grant itself a section when it wakes.
 	StopIdle   = "SIGSTOP an idle cached holder"
 	KillClient = "kill -9 a client" // then start a new one in its slot
-	// KillHead kills the process whose consumer stands at the head of the
-	// queue's line, the one that hands items out, then starts a new one in
-	// its slot: the consumer behind it must pass it over.
-	KillHead = "kill -9 the queue's head"
-	// StopHead stops it with SIGSTOP past its session timeout: frozen, it
-	// neither hands out nor leaves the line until its session ends.
-	StopHead = "SIGSTOP the queue's head"
+	// KillDispatcher kills the process whose Queue is the queue's
+	// dispatcher (the session that owns the lowest node of the queue's
+	// election, dispatch/), then starts a new one in its slot: hand-out
+	// stalls until its session expires and the next candidate takes over.
+	KillDispatcher = "kill -9 the queue's dispatcher"
+	// StopDispatcher stops it with SIGSTOP past its session timeout:
+	// frozen, it hands nothing out, and is deposed once its session
+	// expires.
+	StopDispatcher = "SIGSTOP the queue's dispatcher"
+	// IsolateDispatcher cuts the server the dispatcher's session is
+	// connected to off from the other servers, past the session timeout,
+	// while its clients still reach it: the dispatcher's hand-outs cannot
+	// commit, and the ensemble expires its session. When that server is
+	// the leader, the cut lasts past the session timeout counted from the
+	// moment the others have elected a new one.
+	IsolateDispatcher = "isolate the dispatcher's server"
 )
 
 // AllFaults is every kind run by default, in the order the summary lists
 // them.
-var AllFaults = []string{KillServer, KillLeader, IsolateFollower, IsolateLeader, Freeze, PauseProc, StopIdle, KillClient, KillHead, StopHead}
+var AllFaults = []string{KillServer, KillLeader, IsolateFollower, IsolateLeader, Freeze, PauseProc, StopIdle, KillClient,
+	KillDispatcher, StopDispatcher, IsolateDispatcher}
+
+// DispatcherFaults are the kinds aimed at the queue's dispatcher, after
+// each of which CheckStalls measures the hand-out stall.
+var DispatcherFaults = []string{KillDispatcher, StopDispatcher, IsolateDispatcher}
 
 // faultNames are the kinds' names for flags (-chaos.faults).
 var faultNames = map[string]string{
-	"kill-server":      KillServer,
-	"kill-leader":      KillLeader,
-	"isolate-follower": IsolateFollower,
-	"isolate-leader":   IsolateLeader,
-	"partition":        Partition,
-	"freeze-client":    Freeze,
-	"stop-holder":      PauseProc,
-	"stop-idle":        StopIdle,
-	"kill-client":      KillClient,
-	"kill-head":        KillHead,
-	"stop-head":        StopHead,
+	"kill-server":        KillServer,
+	"kill-leader":        KillLeader,
+	"isolate-follower":   IsolateFollower,
+	"isolate-leader":     IsolateLeader,
+	"partition":          Partition,
+	"freeze-client":      Freeze,
+	"stop-holder":        PauseProc,
+	"stop-idle":          StopIdle,
+	"kill-client":        KillClient,
+	"kill-dispatcher":    KillDispatcher,
+	"stop-dispatcher":    StopDispatcher,
+	"isolate-dispatcher": IsolateDispatcher,
 }
 
 // ParseFaults turns a comma-separated list of fault names (kill-server,
 // kill-leader, isolate-follower, isolate-leader, partition, freeze-client,
-// stop-holder, stop-idle, kill-client, kill-head, stop-head; "all" for AllFaults) into
-// kinds.
+// stop-holder, stop-idle, kill-client, kill-dispatcher, stop-dispatcher,
+// isolate-dispatcher; "all" for AllFaults) into kinds.
 func ParseFaults(list string) ([]string, error) {
 	var out []string
 	for name := range strings.SplitSeq(list, ",") {
@@ -95,6 +112,14 @@ type Fault struct {
 	Kind       string
 	Target     string
 	Start, End int64
+	// A dispatcher fault's aim: the dispatcher's process (Slot, Inc) and
+	// session, the server cut off (IsolateDispatcher), and Serving, when
+	// the ensemble could commit again: Start, unless the server cut off was
+	// the leader, then when the others had elected a new one.
+	Slot, Inc int
+	Session   int64
+	Server    string
+	Serving   int64
 }
 
 // nemesis injects faults into a cluster and its clients.
@@ -107,7 +132,7 @@ type nemesis struct {
 	holdMax time.Duration // the longest a lease is held
 	kinds   []string
 	held    *holders
-	line    string // the queue's line directory, where consumers wait
+	elect   string // the queue's election directory, where its dispatcher stands
 
 	faults []Fault
 	pauses []Pause
@@ -208,34 +233,9 @@ func (n *nemesis) inject(kind string) {
 		time.Sleep(d)
 		p.Signal(syscall.SIGCONT)
 		n.pauses = append(n.pauses, Pause{P: slot, Inc: p.Inc(), Start: start, End: record.Now()})
-	case KillHead, StopHead:
-		slot, node := n.head()
-		if slot < 0 {
-			n.t.Logf("chaos: %s: no consumer at the head of the line; skipped", kind)
+	case KillDispatcher, StopDispatcher, IsolateDispatcher:
+		if !n.aimAtDispatcher(&f) {
 			return
-		}
-		p := n.cs.Get(slot)
-		if p == nil {
-			return
-		}
-		held := n.held.of(slot)
-		f.Target = fmt.Sprintf("client %d.%d at the head (%s), %s", slot, p.Inc(), node, describeHoldings("holding", held))
-		f.Start = record.Now()
-		if kind == StopHead {
-			d := n.past()
-			p.Signal(syscall.SIGSTOP)
-			time.Sleep(d)
-			p.Signal(syscall.SIGCONT)
-			n.pauses = append(n.pauses, Pause{P: slot, Inc: p.Inc(), Start: f.Start, End: record.Now()})
-			break
-		}
-		if inc := n.cs.Kill(slot); inc >= 0 {
-			n.deaths[[2]int{slot, inc}] = record.Now()
-		}
-		n.held.forget(slot)
-		time.Sleep(n.between(time.Second, 3*time.Second))
-		if _, err := n.cs.Start(slot); err != nil {
-			n.t.Logf("chaos: restart client %d: %v", slot, err)
 		}
 	case KillClient:
 		slot := n.target()
@@ -303,37 +303,151 @@ func (n *nemesis) isolated(kind string) (int, []Holding) {
 	return best, on(best)
 }
 
-// head waits (up to the longest hold) for a consumer of a live process to
-// stand at the head of the queue's line, and returns its slot and node; -1
-// if none came. The head is the line's lowest sequence number; its node's
-// owner is the consumer's session.
-func (n *nemesis) head() (int, string) {
+// aimAtDispatcher injects a dispatcher fault: it finds the dispatcher's
+// process (see dispatcher), then kills it and starts a new one in its
+// slot, stops it past its session timeout, or cuts off the server its
+// session is connected to. It fills f's aim, and keeps the fault on until
+// the hand-out stall's bound (see StallBound) has passed since the
+// ensemble could commit, so that the next fault does not begin within it;
+// false if no dispatcher was found.
+func (n *nemesis) aimAtDispatcher(f *Fault) bool {
+	slot, inc, sid, node := n.dispatcher()
+	var p *Proc
+	if slot >= 0 {
+		p = n.cs.Get(slot)
+	}
+	if p == nil || p.Inc() != inc {
+		n.t.Logf("chaos: %s: no live process's consumer is the queue's dispatcher; skipped", f.Kind)
+		return false
+	}
+	f.Slot, f.Inc, f.Session = slot, inc, sid
+	aim := fmt.Sprintf("client %d.%d's dispatcher (session 0x%x, %s), %s", slot, inc, sid, path.Base(node), describeHoldings("holding", n.held.of(slot)))
+	switch f.Kind {
+	case KillDispatcher:
+		f.Target = aim
+		f.Start = record.Now()
+		if inc := n.cs.Kill(slot); inc >= 0 {
+			n.deaths[[2]int{slot, inc}] = record.Now()
+		}
+		n.held.forget(slot)
+		time.Sleep(n.between(time.Second, 3*time.Second))
+		if _, err := n.cs.Start(slot); err != nil {
+			n.t.Logf("chaos: restart client %d: %v", slot, err)
+		}
+		f.Serving = f.Start
+	case StopDispatcher:
+		d := n.past()
+		f.Target = fmt.Sprintf("%s, for %v", aim, d.Round(time.Millisecond))
+		f.Start = record.Now()
+		p.Signal(syscall.SIGSTOP)
+		time.Sleep(d)
+		p.Signal(syscall.SIGCONT)
+		n.pauses = append(n.pauses, Pause{P: slot, Inc: inc, Start: f.Start, End: record.Now()})
+		f.Serving = f.Start
+	case IsolateDispatcher:
+		i := n.serverOf(sid)
+		if i < 0 {
+			n.t.Logf("chaos: %s: no server lists session 0x%x among its connections; skipped", f.Kind, sid)
+			return false
+		}
+		leader := n.cluster.Leader()
+		f.Server = n.cluster.Addr(i)
+		role := "a follower"
+		if i == leader {
+			role = "the leader"
+		}
+		f.Target = fmt.Sprintf("server %d %s (%s), on which %s", i, f.Server, role, aim)
+		f.Start = record.Now()
+		n.cluster.Isolate(i)
+		f.Serving = f.Start
+		if i == leader {
+			// The others elect a new leader once they give up on this one
+			// (syncLimit x tickTime): only then can the dispatcher's session
+			// expire, and the cut lasts past its timeout from then on.
+			f.Serving = n.newLeader(i, 30*time.Second)
+			if f.Serving == 0 {
+				n.t.Logf("chaos: %s: the other servers elected no leader within 30s of cutting off server %d", f.Kind, i)
+				f.Serving = record.Now()
+			}
+		}
+		time.Sleep(time.Until(clockTime(f.Serving).Add(n.cut())))
+		n.cluster.Heal()
+		n.waitHealthy()
+	}
+	time.Sleep(time.Until(clockTime(f.Serving).Add(StallBound(n.timeout))))
+	return true
+}
+
+// clockTime is the wall-clock moment of t, a time of the shared monotonic
+// clock (record.Now), for time.Until.
+func clockTime(t int64) time.Time { return time.Now().Add(time.Duration(t - record.Now())) }
+
+// dispatcher waits (up to the longest hold) for the queue's dispatcher to
+// be the consumer of a live process, and returns that process's slot and
+// incarnation, the session and the election node; slot -1 if none came.
+// The dispatcher is the session that owns the lowest node of the queue's
+// election (zklock.Election.Leader); the node's data is the consumer's
+// name, "<session hex>-<tag>", which must name the same session.
+func (n *nemesis) dispatcher() (slot, inc int, sid int64, node string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	s, err := zkrecipes.Connect(ctx, n.cluster.Addrs(), zkrecipes.WithSessionTimeout(10*time.Second))
 	cancel()
 	if err != nil {
-		return -1, ""
+		return -1, 0, 0, ""
 	}
 	defer s.Close()
-	conn := s.Conn()
+	el, err := zklock.NewElection(s, n.elect)
+	if err != nil {
+		n.t.Logf("chaos: the queue's election: %v", err)
+		return -1, 0, 0, ""
+	}
 	for deadline := time.Now().Add(n.holdMax + time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		nodes, _, err := conn.Children(n.line)
-		if err != nil || len(nodes) == 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		l, err := el.Leader(ctx)
+		cancel()
+		if err != nil {
 			continue
 		}
-		seq := func(name string) string { return name[strings.LastIndexByte(name, '-')+1:] }
-		first := slices.MinFunc(nodes, func(a, b string) int { return strings.Compare(seq(a), seq(b)) })
-		// go-zookeeper answers a missing node with a zero Stat: the bool says.
-		there, st, err := conn.Exists(n.line + "/" + first)
-		if err != nil || !there {
-			continue
+		if name := fmt.Sprintf("%016x-", uint64(l.SessionID)); !strings.HasPrefix(string(l.Value), name) {
+			n.t.Logf("chaos: the dispatcher's node %s, owned by session 0x%x, names %q", l.Path, l.SessionID, l.Value)
 		}
-		slot, inc, ok := n.held.consumer(st.EphemeralOwner)
+		slot, inc, ok := n.held.consumer(l.SessionID)
 		if p := n.cs.Get(slot); ok && p != nil && p.Inc() == inc {
-			return slot, first
+			return slot, inc, l.SessionID, l.Path
 		}
 	}
-	return -1, ""
+	return -1, 0, 0, ""
+}
+
+// serverOf returns the server to which session sid is connected, as the
+// servers list their connections (the four-letter word cons), or -1.
+func (n *nemesis) serverOf(sid int64) int {
+	want := fmt.Sprintf("sid=0x%x,", uint64(sid))
+	for i, a := range n.cluster.Addrs() {
+		if !n.cluster.Running(i) {
+			continue
+		}
+		if reply, err := zktest.FourLetter(a, "cons"); err == nil && strings.Contains(reply, want) {
+			return i
+		}
+	}
+	return -1
+}
+
+// newLeader waits (up to limit) until a server other than cut leads, and
+// returns when it was seen to (record.Now), or 0.
+func (n *nemesis) newLeader(cut int, limit time.Duration) int64 {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		for i, a := range n.cluster.Addrs() {
+			if i == cut {
+				continue
+			}
+			if reply, err := zktest.FourLetter(a, "srvr"); err == nil && strings.Contains(reply, "Mode: leader") {
+				return record.Now()
+			}
+		}
+	}
+	return 0
 }
 
 // leases counts the holdings of locks, permits and leaderships (not jobs).

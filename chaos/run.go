@@ -113,7 +113,10 @@ type Result struct {
 	// LostUpdates counts the writes the register accepted on top of a value
 	// their writer had not read.
 	LostUpdates int
-	Ensemble    Ensemble
+	// Stalls are the hand-out stalls measured after the dispatcher faults
+	// (CheckStalls).
+	Stalls   []Stall
+	Ensemble Ensemble
 }
 
 // Recipes returns the violations that are the recipes' own: all but the
@@ -259,7 +262,7 @@ func Run(t *testing.T, cfg Config) *Result {
 	nem := &nemesis{
 		t: t, cluster: cluster, cs: cs, rng: mrand.New(mrand.NewPCG(cfg.Seed, 0)),
 		timeout: cfg.SessionTimeout, holdMax: cfg.HoldMax, kinds: cfg.Faults, held: held,
-		line: root + "/queue/line", deaths: map[[2]int]int64{},
+		elect: root + "/queue/dispatch", deaths: map[[2]int]int64{},
 	}
 	t.Logf("chaos: %d servers %v, %d clients (%d pinned), faults for %v, seed %d", cfg.Servers, servers, cfg.Clients, min(max(cfg.Pinned, 0), cfg.Clients), cfg.For, cfg.Seed)
 	nem.run(time.Now().Add(cfg.For))
@@ -626,6 +629,10 @@ func Check(h *History) *Result {
 	}
 	p("queue:     %d puts (%d ok, %d unknown, %d failed), %d deliveries (%d redeliveries), %d acks (%d refused: claim lost, %d unknown); %d claims lost while running; %d left",
 		qs.Puts, qs.PutOK, qs.PutUnknown, qs.PutFailed, qs.Takes, qs.Redeliveries, qs.Acks, qs.AckLost, qs.AckUnknown, lostClaims, h.Remaining)
+	stalls, sv := CheckStalls(evs, h.Faults, h.Pauses, deaths, h.End, cfg.SessionTimeout)
+	r.Stalls = stalls
+	vs = append(vs, sv...)
+	p("dispatch:  %s", describeStalls(stalls, cfg.SessionTimeout))
 
 	// Honesty: what a lease's holder or a job's consumer was told. A loss
 	// reported as a release, or an Ack that landed reported as a lost
@@ -677,7 +684,7 @@ func Check(h *History) *Result {
 		}
 	}
 	if cfg.Out != "" {
-		p("histories: %s (porcupine), events.jsonl, faults.txt, history.json", html)
+		p("histories: %s (porcupine), events.jsonl, faults.txt, stalls.txt, history.json", html)
 		if len(vs) > 0 {
 			p("evidence:  %s (the servers' logs and data directories)", filepath.Join(cfg.Out, "servers"))
 		}
@@ -738,6 +745,11 @@ func writeFiles(t *testing.T, dir string, r *Result, h *History) {
 		fmt.Fprintf(&fb, "%d\t%s\t%s\t%s\t%s\n", i+1, clock(f.Start), clock(f.End), f.Kind, f.Target)
 	}
 	check(os.WriteFile(filepath.Join(dir, "faults.txt"), []byte(fb.String()), 0o644))
+	var sb strings.Builder
+	for _, s := range r.Stalls {
+		fmt.Fprintf(&sb, "%s\n", s)
+	}
+	check(os.WriteFile(filepath.Join(dir, "stalls.txt"), []byte(sb.String()), 0o644))
 	var eb strings.Builder
 	fmt.Fprintf(&eb, "%s\n", h.Ensemble.Summary())
 	for _, e := range h.Ensemble.Errors {

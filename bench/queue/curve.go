@@ -20,9 +20,9 @@ type Point struct {
 	Ideal                float64 // Consumers jobs per Work
 	TakeP50, TakeP99     time.Duration
 	MinBacklog           int64 // the lowest over all rounds
-	// FailedPerItem: claim writes the server refused per item acked, over
-	// all rounds' windows.
-	FailedPerItem float64
+	// RefusedPerItem: the consumers' writes the server refused per item
+	// acked, over all rounds' windows (see Requests).
+	RefusedPerItem float64
 	// ReadsPerItem, WritesPerItem: the consumers' requests per item acked,
 	// over all rounds' windows (see Claims).
 	ReadsPerItem, WritesPerItem float64
@@ -37,7 +37,7 @@ func Summarize(rs []ScaleResult) Point {
 	var n Counts
 	var acked int64
 	for _, r := range rs {
-		n.Failed += r.Failed
+		n.Refused += r.Refused
 		n.Reads += r.Reads
 		n.Writes += r.Writes
 		acked += r.Acked
@@ -46,7 +46,7 @@ func Summarize(rs []ScaleResult) Point {
 		p.MinBacklog = min(p.MinBacklog, r.MinBacklog)
 	}
 	p.PerSec, p.Min, p.Max = bench.Median(perSec), slices.Min(perSec), slices.Max(perSec)
-	p.FailedPerItem, p.ReadsPerItem, p.WritesPerItem = perItem(n.Failed, acked), perItem(n.Reads, acked), perItem(n.Writes, acked)
+	p.RefusedPerItem, p.ReadsPerItem, p.WritesPerItem = perItem(n.Refused, acked), perItem(n.Reads, acked), perItem(n.Writes, acked)
 	p.TakeP50, p.TakeP99 = bench.Percentile(take, 50), bench.Percentile(take, 99)
 	return p
 }

@@ -18,10 +18,12 @@ import (
 const opTimeout = 30 * time.Second
 
 // runFairqueue runs the loop with fairqueue in this process: one session
-// and one Queue per worker, through fairqueue's public API only; claims
-// counts their claims.
-func runFairqueue(ctx context.Context, servers []string, path string, l Loop, claims *Claims) ([]Report, func() Counts, error) {
-	qs, closeAll, err := openFairqueues(ctx, servers, path, l.Producers, l.Consumers, claims)
+// and one Queue per worker, through fairqueue's public API only; reqs
+// counts what the consumers' sessions send, the dispatcher's included
+// (the queue's dispatcher is one of the consumers' Queues, elected among
+// them: see fairqueue's documentation).
+func runFairqueue(ctx context.Context, servers []string, path string, l Loop, reqs *Requests) ([]Report, func() Counts, error) {
+	qs, closeAll, err := openFairqueues(ctx, servers, path, l.Producers, l.Consumers, reqs)
 	defer closeAll()
 	if err != nil {
 		return nil, nil, err
@@ -29,7 +31,7 @@ func runFairqueue(ctx context.Context, servers []string, path string, l Loop, cl
 	payload := bytes.Repeat([]byte{'x'}, l.Payload)
 	reports := make([]Report, len(qs))
 	w := newWindow(time.Now(), l)
-	counted := claims.during(w)
+	counted := reqs.during(w)
 	var wg sync.WaitGroup
 	for i, q := range qs {
 		wg.Go(func() {
@@ -38,7 +40,7 @@ func runFairqueue(ctx context.Context, servers []string, path string, l Loop, cl
 			case i < l.Producers:
 				reports[i] = produce(ctx, q, fmt.Sprintf("producer-%d", i), payload, l.Batch, w, nil, nil)
 			case l.Work1 || l.Handlers > 0:
-				reports[i] = work(ctx, q, name, w, l.Work, max(l.Handlers, 1), nil)
+				reports[i] = work(ctx, q, name, w, l.Work, max(l.Handlers, 1), l.Prefetch, nil)
 			default:
 				reports[i] = consume(ctx, q, name, w, l.Work, nil)
 			}
@@ -49,8 +51,8 @@ func runFairqueue(ctx context.Context, servers []string, path string, l Loop, cl
 }
 
 // connectAll connects producers sessions, then consumers sessions, through
-// claims' dialers. closeAll closes the sessions opened, also on error.
-func connectAll(ctx context.Context, servers []string, producers, consumers int, claims *Claims) (ss []*zkrecipes.Session, closeAll func(), err error) {
+// reqs' dialers (the producers' uncounted). closeAll closes the sessions opened, also on error.
+func connectAll(ctx context.Context, servers []string, producers, consumers int, reqs *Requests) (ss []*zkrecipes.Session, closeAll func(), err error) {
 	closeAll = func() {
 		var wg sync.WaitGroup
 		for _, s := range ss {
@@ -59,9 +61,9 @@ func connectAll(ctx context.Context, servers []string, producers, consumers int,
 		wg.Wait()
 	}
 	for i := range producers + consumers {
-		dial := claims.Dial
+		dial := reqs.Dial
 		if i < producers {
-			dial = claims.DialProducer
+			dial = reqs.DialProducer
 		}
 		s, err := zkrecipes.Connect(ctx, servers, zkrecipes.WithSessionTimeout(sessionTimeout), zkrecipes.WithDialer(dial))
 		if err != nil {
@@ -75,8 +77,8 @@ func connectAll(ctx context.Context, servers []string, producers, consumers int,
 // openFairqueues connects the producers' and the consumers' sessions and
 // opens the queue at path on each. closeAll closes the sessions opened,
 // also on error.
-func openFairqueues(ctx context.Context, servers []string, path string, producers, consumers int, claims *Claims) (qs []*fairqueue.Queue, closeAll func(), err error) {
-	ss, closeAll, err := connectAll(ctx, servers, producers, consumers, claims)
+func openFairqueues(ctx context.Context, servers []string, path string, producers, consumers int, reqs *Requests) (qs []*fairqueue.Queue, closeAll func(), err error) {
+	ss, closeAll, err := connectAll(ctx, servers, producers, consumers, reqs)
 	if err != nil {
 		return nil, closeAll, err
 	}
@@ -128,15 +130,20 @@ func produce(ctx context.Context, q *fairqueue.Queue, name string, payload []byt
 	return rep
 }
 
-// work runs Work with handlers handlers until the window ends; a handler
+// work runs Work with handlers handlers, prefetch items held ahead
+// (DefaultPrefetch: Work's default), until the window ends; a handler
 // sleeps for work and returns nil (Work acks the job right after). taken,
 // if set, counts every job handled. A job counts as acked when its handler
 // returns: Work acks it then, in a multi shared with the other acks.
-func work(ctx context.Context, q *fairqueue.Queue, name string, w window, work time.Duration, handlers int, taken *atomic.Int64) Report {
+func work(ctx context.Context, q *fairqueue.Queue, name string, w window, work time.Duration, handlers, prefetch int, taken *atomic.Int64) Report {
 	rep := Report{Worker: name}
 	var mu sync.Mutex
 	wctx, cancel := context.WithDeadline(ctx, w.end)
 	defer cancel()
+	opts := []fairqueue.WorkOption{fairqueue.WithHandlers(handlers)}
+	if prefetch != DefaultPrefetch {
+		opts = append(opts, fairqueue.WithPrefetch(prefetch))
+	}
 	err := q.Work(wctx, func(ctx context.Context, j *fairqueue.Job) error {
 		if taken != nil {
 			taken.Add(1)
@@ -151,7 +158,7 @@ func work(ctx context.Context, q *fairqueue.Queue, name string, w window, work t
 			rep.Acked++
 		}
 		return nil
-	}, fairqueue.WithHandlers(handlers))
+	}, opts...)
 	if err != nil && wctx.Err() == nil {
 		rep.Error = err.Error()
 	}

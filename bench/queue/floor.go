@@ -89,9 +89,9 @@ type floorWorkers struct {
 }
 
 // openFloor connects the producers' and the consumers' sessions (through
-// claims' dialers) and makes the round's directories.
-func openFloor(ctx context.Context, servers []string, path string, producers, consumers int, claims *Claims) (*floorWorkers, error) {
-	ss, closeAll, err := connectAll(ctx, servers, producers, consumers, claims)
+// reqs' dialers) and makes the round's directories.
+func openFloor(ctx context.Context, servers []string, path string, producers, consumers int, reqs *Requests) (*floorWorkers, error) {
+	ss, closeAll, err := connectAll(ctx, servers, producers, consumers, reqs)
 	w := &floorWorkers{close: closeAll}
 	if err != nil {
 		return w, err
@@ -104,14 +104,14 @@ func openFloor(ctx context.Context, servers []string, path string, producers, co
 }
 
 // runFloor runs the loop with the floor, in this process.
-func runFloor(ctx context.Context, servers []string, path string, l Loop, claims *Claims) ([]Report, func() Counts, error) {
-	fw, err := openFloor(ctx, servers, path, l.Producers, l.Consumers, claims)
+func runFloor(ctx context.Context, servers []string, path string, l Loop, reqs *Requests) ([]Report, func() Counts, error) {
+	fw, err := openFloor(ctx, servers, path, l.Producers, l.Consumers, reqs)
 	defer fw.close()
 	if err != nil {
 		return nil, nil, err
 	}
 	w := newWindow(time.Now(), l)
-	counted := claims.during(w)
+	counted := reqs.during(w)
 	return fw.run(ctx, l, w, nil, nil, nil), counted, nil
 }
 

@@ -14,12 +14,18 @@ type Loop struct {
 	Payload              int           // bytes per item
 	Work                 time.Duration // simulated work per job, between take and ack
 	// For fairqueue: consumers run Work with Handlers handlers (Work1: one)
-	// instead of Take and Ack, and producers put Batch items per PutMany
-	// (0: one per Put).
+	// instead of Take and Ack, holding Prefetch items ahead (WithPrefetch;
+	// DefaultPrefetch: Work's default), and producers put Batch items per
+	// PutMany (0: one per Put).
 	Work1    bool
 	Handlers int
+	Prefetch int
 	Batch    int
 }
+
+// DefaultPrefetch, as a Loop's or a ScaleLoop's Prefetch, leaves Work's
+// prefetch at its default (fairqueue.WithPrefetch is not given).
+const DefaultPrefetch = -1
 
 // window is the measured part of a run: from the end of the warm-up to the
 // end. A worker stops once it is over.
@@ -57,21 +63,16 @@ type Result struct {
 	PutsAll  int64
 	AckedAll int64
 	Take     []time.Duration // unsorted
-	// Claims: the consumers' requests were counted (in-process
-	// implementations, see Claims): in the window, the claim writes sent
-	// and refused, the reads and the writes.
-	Claims bool
+	// Counted: the consumers' requests were counted (in-process
+	// implementations, see Requests): in the window, the reads, the writes
+	// and the writes refused.
+	Counted bool
 	Counts
 }
 
-// FailedPerItem is the claim writes refused per item consumed, in the
-// window.
-func (r Result) FailedPerItem() float64 {
-	if r.Acked == 0 {
-		return 0
-	}
-	return float64(r.Failed) / float64(r.Acked)
-}
+// RefusedPerItem is the writes the server refused per item consumed, in
+// the window.
+func (r Result) RefusedPerItem() float64 { return perItem(r.Refused, r.Acked) }
 
 // ReadsPerItem and WritesPerItem are the consumers' requests per item
 // consumed, in the window.

@@ -17,13 +17,13 @@ func (b *Bench) Run(ctx context.Context, impl Impl, l Loop) (res Result, err err
 	defer func() { err = errors.Join(err, deleteTree(b.admin, path)) }()
 	var reports []Report
 	var counted func() Counts
-	claims := &Claims{}
+	reqs := &Requests{}
 	switch impl {
 	case FairQueue, FairQueueWork:
 		l.Work1 = impl == FairQueueWork
-		reports, counted, err = runFairqueue(ctx, b.servers, path, l, claims)
+		reports, counted, err = runFairqueue(ctx, b.servers, path, l, reqs)
 	case Floor:
-		reports, counted, err = runFloor(ctx, b.servers, path, l, claims)
+		reports, counted, err = runFloor(ctx, b.servers, path, l, reqs)
 	default:
 		var procs []*proc
 		procs, err = b.startPeers(impl, path, l)
@@ -36,7 +36,7 @@ func (b *Bench) Run(ctx context.Context, impl Impl, l Loop) (res Result, err err
 	}
 	res, err = sum(impl, l.Duration, reports)
 	if counted != nil {
-		res.Claims = true
+		res.Counted = true
 		res.Counts = counted()
 	}
 	return res, err

@@ -20,9 +20,10 @@ type ScaleLoop struct {
 	Work                 time.Duration
 	Warmup, Duration     time.Duration
 	Payload              int
-	// For fairqueue.Work: handlers per consumer (0: 1); for fairqueue,
-	// items per PutMany (0: one per Put).
-	Handlers, Batch int
+	// For fairqueue.Work: handlers per consumer (0: 1) and items held
+	// ahead (Prefetch, as Loop's); for fairqueue, items per PutMany (0: one
+	// per Put).
+	Handlers, Prefetch, Batch int
 }
 
 // ScaleResult is what one point measured.
@@ -53,7 +54,7 @@ func (b *Bench) Scale(ctx context.Context, impl Impl, l ScaleLoop) (res ScaleRes
 	res.ScaleLoop = l
 	path := b.newPath(fmt.Sprintf("scale-%s-%d", impl, l.Consumers))
 	defer func() { err = errors.Join(err, deleteTree(b.admin, path)) }()
-	claims := &Claims{}
+	reqs := &Requests{}
 	var puts []func() error
 	var run func(w window) []Report
 	var put, taken atomic.Int64
@@ -63,7 +64,7 @@ func (b *Bench) Scale(ctx context.Context, impl Impl, l ScaleLoop) (res ScaleRes
 	payload := bytes.Repeat([]byte{'x'}, l.Payload)
 	switch impl {
 	case FairQueue, FairQueueWork:
-		qs, closeAll, err := openFairqueues(ctx, b.servers, path, l.Producers, l.Consumers, claims)
+		qs, closeAll, err := openFairqueues(ctx, b.servers, path, l.Producers, l.Consumers, reqs)
 		defer closeAll()
 		if err != nil {
 			return res, err
@@ -85,7 +86,7 @@ func (b *Bench) Scale(ctx context.Context, impl Impl, l ScaleLoop) (res ScaleRes
 					if i < l.Producers {
 						reports[i] = produce(ctx, q, fmt.Sprintf("producer-%d", i), payload, l.Batch, w, gate, &put)
 					} else if impl == FairQueueWork {
-						reports[i] = work(ctx, q, fmt.Sprintf("consumer-%d", i-l.Producers), w, l.Work, max(l.Handlers, 1), &taken)
+						reports[i] = work(ctx, q, fmt.Sprintf("consumer-%d", i-l.Producers), w, l.Work, max(l.Handlers, 1), l.Prefetch, &taken)
 					} else {
 						reports[i] = consume(ctx, q, fmt.Sprintf("consumer-%d", i-l.Producers), w, l.Work, &taken)
 					}
@@ -95,7 +96,7 @@ func (b *Bench) Scale(ctx context.Context, impl Impl, l ScaleLoop) (res ScaleRes
 			return reports
 		}
 	case Floor:
-		fw, err := openFloor(ctx, b.servers, path, l.Producers, l.Consumers, claims)
+		fw, err := openFloor(ctx, b.servers, path, l.Producers, l.Consumers, reqs)
 		defer fw.close()
 		if err != nil {
 			return res, err
@@ -128,7 +129,7 @@ func (b *Bench) Scale(ctx context.Context, impl Impl, l ScaleLoop) (res ScaleRes
 	}
 
 	w := newWindow(time.Now(), lp)
-	counted := claims.during(w)
+	counted := reqs.during(w)
 	var reports []Report
 	wg.Go(func() { reports = run(w) })
 	// Sample the backlog through the window.
@@ -145,7 +146,7 @@ func (b *Bench) Scale(ctx context.Context, impl Impl, l ScaleLoop) (res ScaleRes
 	tick.Stop()
 	wg.Wait()
 	res.Result, err = sum(impl, l.Duration, reports)
-	res.Claims = true
+	res.Counted = true
 	res.Counts = counted()
 	return res, err
 }

@@ -67,8 +67,14 @@ const (
 	PutOK  = "putok"  // D, ID
 	PutErr = "puterr" // D, Err, Unknown
 	Take   = "take"   // ID, D, N (attempt), Sid, Srv
-	// A consumer's session began (it will stand in the queue's line): Sid,
-	// Srv. How the nemesis finds the process at the head of the line.
+	// About to call Take: Sid, Srv (the server its session is connected
+	// to). The consumer waits for a hand-out from then until its Take or
+	// TakeErr: what the check of hand-out stalls reads.
+	Taking  = "taking"
+	TakeErr = "takeerr" // Take returned an error: Sid, Err
+	// A consumer's session began: Sid, Srv. Its Queue stands for election
+	// as the queue's dispatcher; the nemesis finds the dispatcher's
+	// process by the session that owns the election's lowest node.
 	Consumer = "consumer"
 	Acking   = "acking" // about to Ack: ID, D
 	Ack      = "ack"    // ID, D

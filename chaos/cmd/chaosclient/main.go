@@ -18,6 +18,8 @@
 //   - semaphore: Acquire one of the permits, hold it, Unlock.
 //   - queue: Put (only with -produce), and Take, work up to -job-hold (one
 //     job in eight: up to -job-long, seconds, as a lease is held), then Ack.
+//     Each consumer's Queue stands for election as the queue's dispatcher,
+//     on the consumer's session.
 //   - cached: a CachedMutex on a path of its own, guarding a register of
 //     its own (-register-cached) with each section's Fence, in phases
 //     apart by one to six seconds (when the lock may be free): calm ones,
@@ -573,10 +575,12 @@ func (c *client) consume(ctx context.Context) {
 		}
 		c.out.Emit(record.Event{W: record.Queue, K: record.Consumer, Sid: s.ID(), Srv: server(s)})
 		for ctx.Err() == nil {
+			c.out.Emit(record.Event{W: record.Queue, K: record.Taking, Sid: s.ID(), Srv: server(s)})
 			tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			j, err := q.Take(tctx)
 			cancel()
 			if err != nil {
+				c.out.Emit(record.Event{W: record.Queue, K: record.TakeErr, Sid: s.ID(), Err: err.Error()})
 				continue
 			}
 			c.out.Emit(record.Event{W: record.Queue, K: record.Take, ID: j.ID(), D: string(j.Data()), N: j.Attempt(), Sid: s.ID(), Srv: server(s)})

@@ -3,51 +3,48 @@ package queue
 import (
 	"encoding/binary"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// Claims counts the requests that consumers send through its Dial (a
-// zk.Dialer), reads and writes, and among them the claim writes and those
-// the server refused: a multi that creates a node under a "/claims/"
-// directory is a claim (fairqueue's and the floor's), and one whose reply
-// says it failed is a claim that lost. The server logs a failed write as
-// it does one that succeeds (a proposal, a log append, a commit), so a
-// lost claim costs as much as a won one.
+// Requests counts the requests that consumers send through its Dial (a
+// zk.Dialer): reads and writes, and among the writes those the server
+// refused (a multi or a write whose reply says it failed: a lost race, a
+// version that moved on, a node gone). The server logs a refused write as
+// it does one that lands (a proposal, a log append, a commit), so a
+// refused write costs the server as much as any other.
 //
 // It reads the client's side of the protocol only: request frames for the
-// opcode and the multi's paths, reply frames for the xid, the error and a
-// multi's first result.
-type Claims struct {
-	sent, failed, reads, writes atomic.Int64
+// opcode, reply frames for the xid, the error and a multi's first result.
+type Requests struct {
+	refused, reads, writes atomic.Int64
 }
 
-// Counts are the requests a Claims counted.
+// Counts are the requests a Requests counted.
 type Counts struct {
-	Sent, Failed  int64 // claim writes, and those refused
 	Reads, Writes int64 // every request but pings and watches re-set; a multi is one write
+	Refused       int64 // the writes the server refused
 }
 
 // Counts returns what was counted so far.
-func (c *Claims) Counts() Counts {
-	return Counts{Sent: c.sent.Load(), Failed: c.failed.Load(), Reads: c.reads.Load(), Writes: c.writes.Load()}
+func (c *Requests) Counts() Counts {
+	return Counts{Reads: c.reads.Load(), Writes: c.writes.Load(), Refused: c.refused.Load()}
 }
 
 func (a Counts) minus(b Counts) Counts {
-	return Counts{Sent: a.Sent - b.Sent, Failed: a.Failed - b.Failed, Reads: a.Reads - b.Reads, Writes: a.Writes - b.Writes}
+	return Counts{Reads: a.Reads - b.Reads, Writes: a.Writes - b.Writes, Refused: a.Refused - b.Refused}
 }
 
 // DialProducer connects a producer: nothing it sends is counted (the
 // producers of the implementations differ in how they batch, which the
 // items/s say; the counts are of what consuming costs).
-func (c *Claims) DialProducer(network, address string, timeout time.Duration) (net.Conn, error) {
+func (c *Requests) DialProducer(network, address string, timeout time.Duration) (net.Conn, error) {
 	return net.DialTimeout(network, address, timeout)
 }
 
 // Dial connects as net.DialTimeout does, through a counting conn.
-func (c *Claims) Dial(network, address string, timeout time.Duration) (net.Conn, error) {
+func (c *Requests) Dial(network, address string, timeout time.Duration) (net.Conn, error) {
 	conn, err := net.DialTimeout(network, address, timeout)
 	if err != nil {
 		return nil, err
@@ -55,13 +52,7 @@ func (c *Claims) Dial(network, address string, timeout time.Duration) (net.Conn,
 	return &countConn{Conn: conn, c: c, pending: map[int32]bool{}}, nil
 }
 
-// The opcodes read here, as ZooKeeper numbers them, and the reads and the
-// writes among them.
-const (
-	opCreate = 1
-	opMulti  = 14
-)
-
+// The reads and the writes among ZooKeeper's opcodes.
 var (
 	readOps  = map[int32]bool{3: true, 4: true, 8: true, 9: true, 12: true} // exists, getData, getChildren, sync, getChildren2
 	writeOps = map[int32]bool{1: true, 2: true, 5: true, 13: true, 14: true, 15: true, 19: true, 20: true}
@@ -70,10 +61,10 @@ var (
 // countConn follows one connection's frames both ways.
 type countConn struct {
 	net.Conn
-	c *Claims
+	c *Requests
 
 	mu      sync.Mutex
-	pending map[int32]bool // xids of claims sent and not answered
+	pending map[int32]bool // xids of writes sent and not answered
 	out, in frames
 }
 
@@ -90,10 +81,7 @@ func (cc *countConn) Write(p []byte) (int, error) {
 			cc.c.reads.Add(1)
 		case writeOps[op]:
 			cc.c.writes.Add(1)
-		}
-		if writeOps[op] {
 			cc.pending[xid] = true
-			cc.c.sent.Add(1)
 		}
 	})
 	cc.mu.Unlock()
@@ -115,27 +103,11 @@ func (cc *countConn) Read(p []byte) (int, error) {
 		// The reply header's error, or the first result of the multi: a
 		// failed multi answers every op with an error result (type -1).
 		if binary.BigEndian.Uint32(head[12:]) != 0 || len(head) >= 20 && int32(binary.BigEndian.Uint32(head[16:])) == -1 {
-			cc.c.failed.Add(1)
+			cc.c.refused.Add(1)
 		}
 	})
 	cc.mu.Unlock()
 	return n, err
-}
-
-// createsClaim reads a multi's ops, {type int32, done bool, err int32}
-// each followed by a body that starts with the path, and reports whether
-// one is a create under a claims directory. Only the first op is read: a
-// claim's multi starts with its create.
-func createsClaim(b []byte) bool {
-	if len(b) < 9+4 || int32(binary.BigEndian.Uint32(b)) != opCreate || b[4] != 0 {
-		return false
-	}
-	b = b[9:]
-	n := int(int32(binary.BigEndian.Uint32(b)))
-	if n < 0 || len(b) < 4+n {
-		return false
-	}
-	return strings.Contains(string(b[4:4+n]), "/claims/")
 }
 
 // frames splits a byte stream into frames (a 4-byte length, then the
@@ -181,7 +153,7 @@ func (f *frames) feed(p []byte, keep int, on func(first bool, head []byte)) {
 // during counts the requests of the window w: it takes the counts at its
 // start and at its end, and the function it returns (called once w is
 // over) gives what was counted in between.
-func (c *Claims) during(w window) func() Counts {
+func (c *Requests) during(w window) func() Counts {
 	var mu sync.Mutex
 	var c0, c1 Counts
 	t0 := time.AfterFunc(time.Until(w.start), func() {
