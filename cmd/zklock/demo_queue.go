@@ -72,6 +72,7 @@ func (d *demoRun) queuePart(ctx context.Context) error {
 	defer func() {
 		if !completed {
 			closeAll(producers)
+			closeQueues(cqs)
 			closeAll(consumers)
 			p.drain()
 		}
@@ -121,6 +122,7 @@ func (d *demoRun) queuePart(ctx context.Context) error {
 	}
 
 	closeAll(producers)
+	closeQueues(cqs)
 	closeAll(consumers)
 	left, err := queueLeft(d.observer, d.qPath)
 	if err != nil {
@@ -129,6 +131,20 @@ func (d *demoRun) queuePart(ctx context.Context) error {
 	completed = true
 	p.verify(left)
 	return nil
+}
+
+// closeQueues closes the consumers' Queues, at once, before their sessions:
+// a Queue that took stands as the queue's dispatcher, and keeps an inbox,
+// until then. A close that does not finish in time is left to the
+// session's.
+func closeQueues(qs []*fairqueue.Queue) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, q := range qs {
+		wg.Go(func() { _ = q.Close(ctx) })
+	}
+	wg.Wait()
 }
 
 // produce puts the producer's jobs, one after the other.
@@ -251,6 +267,9 @@ func (p *queueDemo) drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	q, err := fairqueue.New(p.observer, p.qPath)
+	if err == nil {
+		defer closeQueues([]*fairqueue.Queue{q})
+	}
 	n := 0
 	for err == nil {
 		var job *fairqueue.Job
@@ -269,10 +288,10 @@ func (p *queueDemo) drain() {
 	fmt.Fprintf(p.stderr, "zklock: demo: %s may still hold jobs of the demo (see zklock queue ls %s): %s\n", p.qPath, p.qPath, errText(err))
 }
 
-// queueLeft lists what the queue at path holds: jobs, claims, consumers in
-// line, dead letters, held-back and delayed jobs and keys, as the package's
-// layout keeps them (its directories are containers, which the server
-// reaps once empty).
+// queueLeft lists what the queue at path holds: jobs, consumers' tickets
+// and inboxes, dispatchers standing, dead letters, jobs given back or
+// delayed, and keys, as the package's layout keeps them (its directories
+// are containers, which the server reaps once empty).
 func queueLeft(s *zkrecipes.Session, path string) ([]string, error) {
 	list := func(dir string) ([]string, error) {
 		names, err := children(s, dir)
@@ -282,7 +301,10 @@ func queueLeft(s *zkrecipes.Session, path string) ([]string, error) {
 		return names, err
 	}
 	var out []string
-	for _, dir := range []string{"claims", "line", "dead", "held", "delayed", "keys"} {
+	for _, dir := range queueDirs {
+		if dir == "items" {
+			continue // its buckets are directories: their items are listed below
+		}
 		names, err := list(path + "/" + dir)
 		if err != nil {
 			return nil, err

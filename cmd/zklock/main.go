@@ -134,7 +134,7 @@
 //	    printed once the input has ended. SIGINT or SIGTERM stop it, once
 //	    the batch under way is in (status 0; 1 if lines read were left).
 //
-//	queue take [-once] [-timeout D] [-max-attempts N] [-backoff D] [-max-backoff D] [-grace D] PATH -- CMD [ARGS...]
+//	queue take [-once] [-timeout D] [-max-attempts N] [-backoff D] [-max-backoff D] [-grace D] [-prefetch N] PATH -- CMD [ARGS...]
 //	    Take the queue's items, oldest first, and run CMD for each, as run
 //	    does: the item's data on CMD's stdin, ZKLOCK_JOB_ID,
 //	    ZKLOCK_JOB_ATTEMPT (1 on the first delivery), ZKLOCK_PATH and
@@ -155,14 +155,27 @@
 //	    with -once it takes one item (waiting at most -timeout) and exits
 //	    with CMD's status. CMD runs in a process group of its own, as under
 //	    run. If the claim on the item is lost while it runs (session over,
-//	    claim node deleted), the group gets SIGTERM, then SIGKILL -grace
-//	    later, and zklock exits 75: the item will be delivered again. A CMD
-//	    that cannot be started ends the loop too (126, 127), its item given
-//	    back.
+//	    or its ticket in the queue's ready/ deleted), the group gets
+//	    SIGTERM, then SIGKILL -grace later, and zklock exits 75: the item
+//	    will be delivered again. A CMD that cannot be started ends the loop
+//	    too (126, 127), its item given back. The loop takes the next item
+//	    once CMD has exited (an idle consumer elsewhere gets the items
+//	    meanwhile); -prefetch N holds N items ahead instead, taken while
+//	    CMD runs, and given back (a delivery counted) when the loop stops.
+//	    While it waits or runs CMD, zklock's session may be the queue's
+//	    dispatcher, which hands items to every consumer: it stands down
+//	    when zklock exits, and another consumer takes over at once; a
+//	    zklock killed or stopped holds hand-out up until its session
+//	    expires (-session-timeout).
 //
 //	queue ls PATH
-//	    Print how many items are pending (put and neither claimed, acked
-//	    nor dead) and how many are dead letters.
+//	    Print how many items are pending (put, and neither handed out,
+//	    acked nor dead), in progress (handed out to a consumer, not yet
+//	    acked or given back), delayed (put with -delay, not yet due) and
+//	    dead letters; how many consumers take from the queue and how many
+//	    of them wait for an item; and the session of the dispatcher, the
+//	    consumer that hands the items out ("-" with none). Each is read in
+//	    turn: with puts and takes under way the counts may be off by those.
 //
 //	    Every queue subcommand refuses a PATH that holds a lock, a
 //	    semaphore or an election (status 5); ls, dead and requeue a PATH
@@ -469,13 +482,14 @@ Commands:
         put each DATA, else each line of stdin as it comes, in the queue at
         PATH; print the ids; a line over 1044480 bytes fails alone
   queue take [-once] [-timeout D] [-max-attempts N] [-backoff D]
-             [-max-backoff D] [-grace D] PATH -- CMD [ARGS...]
+             [-max-backoff D] [-grace D] [-prefetch N] PATH -- CMD [ARGS...]
         run CMD for each item, its data on stdin; ack the item if CMD exits
         0, else give it back, held back 1s, then 2s, 4s... (-backoff,
         -max-backoff 1m); dead letter after 5 deliveries (-max-attempts);
         each failure said on stderr; until SIGINT/SIGTERM
   queue ls PATH
-        count the pending items and the dead letters
+        count the items pending, in progress, delayed and dead, the
+        consumers and those waiting; show the dispatcher's session
   queue dead PATH
         list the dead letters
   queue requeue PATH ID...

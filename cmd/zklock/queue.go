@@ -91,7 +91,8 @@ func (c *cli) queueTake(args []string) (int, error) {
 	backoff := fs.Duration("backoff", defaultBackoff, "hold an item CMD failed on back for `D` before it is delivered again, doubled on each further failure; 0: give it back at once")
 	maxBackoff := fs.Duration("max-backoff", defaultMaxBackoff, "the longest `D` an item is held back")
 	grace := fs.Duration("grace", 5*time.Second, "wait `D` between SIGTERM and SIGKILL to CMD's process group when the claim on the item is lost, or when CMD exits leaving processes in its group")
-	if err := c.parse(fs, args, "queue take [-once] [-timeout D] [-max-attempts N] [-backoff D] [-max-backoff D] [-grace D] PATH -- CMD [ARGS...]"); err != nil {
+	prefetch := fs.Int("prefetch", 0, "without -once, hold `N` items ahead of CMD, taken while it runs: their CMDs start sooner, but no other consumer gets them meanwhile")
+	if err := c.parse(fs, args, "queue take [-once] [-timeout D] [-max-attempts N] [-backoff D] [-max-backoff D] [-grace D] [-prefetch N] PATH -- CMD [ARGS...]"); err != nil {
 		return exitUsage, err
 	}
 	path, argv, err := cmdArgs(name, fs.Args(), false)
@@ -110,12 +111,16 @@ func (c *cli) queueTake(args []string) (int, error) {
 		*maxBackoff = *backoff
 	case *grace < 0:
 		return exitUsage, usagef("%s: -grace must not be negative", name)
+	case *prefetch < 0:
+		return exitUsage, usagef("%s: -prefetch must not be negative", name)
+	case *prefetch > 0 && *once:
+		return exitUsage, usagef("%s: -prefetch is for the loop: -once takes one item", name)
 	}
 	var opts []fairqueue.Option
 	if *maxAttempts > 0 {
 		opts = append(opts, fairqueue.WithMaxAttempts(*maxAttempts))
 	}
-	t := &taker{cli: c, path: path, argv: argv, once: *once, timeout: *timeout,
+	t := &taker{cli: c, path: path, argv: argv, once: *once, timeout: *timeout, prefetch: *prefetch,
 		maxAttempts: *maxAttempts, backoff: *backoff, maxBackoff: *maxBackoff, grace: *grace}
 
 	// From here on, the signals a user sends (SIGINT, SIGTERM, SIGHUP, ...)
@@ -143,17 +148,31 @@ func (c *cli) queueTake(args []string) (int, error) {
 		return failed(err)
 	}
 	t.s, t.q = o.s, o.q
+	defer t.close()
 	return t.loop(sigs)
+}
+
+// close closes the Queue, before its session is: it no longer stands as
+// the queue's dispatcher (if it was dispatching, another consumer's Queue
+// is elected at once, rather than when the session's close is seen) and
+// its inbox is removed. A Queue that took keeps both until then.
+func (t *taker) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	if err := t.q.Close(ctx); err != nil {
+		t.log.Warn("could not close the queue; closing the session removes what it left", "err", err)
+	}
 }
 
 // taker is one `zklock queue take`.
 type taker struct {
 	*cli
-	path    string
-	argv    []string
-	once    bool
-	timeout time.Duration
-	grace   time.Duration
+	path     string
+	argv     []string
+	once     bool
+	timeout  time.Duration
+	grace    time.Duration
+	prefetch int // Work's WithPrefetch
 
 	// What becomes of an item CMD failed on: see retry.
 	maxAttempts         int
@@ -233,8 +252,10 @@ func (t *taker) loop(sigs <-chan os.Signal) (int, error) {
 	}
 }
 
-// work runs CMD for each item with fairqueue's Work (one handler): it acks
-// an item CMD exited 0 for, and gives one back otherwise, as retry says.
+// work runs CMD for each item with fairqueue's Work (one handler, holding
+// -prefetch items ahead): it acks an item CMD exited 0 for, and gives one
+// back otherwise, as retry says. Items held ahead when it stops are given
+// back at once (they count as delivered: their Attempt is one higher).
 // A signal stops it while it waits for an item (status 0), and is
 // forwarded to CMD while one runs (then it stops once CMD exits); so does
 // -timeout with no item. A lost claim stops CMD and exits 75.
@@ -271,6 +292,12 @@ func (t *taker) work(sigs <-chan os.Signal) (int, error) {
 		defer idle()
 	}
 	h := func(_ context.Context, job *fairqueue.Job) error {
+		if ctx.Err() != nil {
+			// Stopping: an item held ahead (-prefetch) is given back
+			// untouched, its CMD not started.
+			t.log.Info("gave back", "id", job.ID())
+			return context.Cause(ctx)
+		}
 		mu.Lock()
 		cmdSigs = make(chan os.Signal, 4)
 		mu.Unlock()
@@ -304,7 +331,8 @@ func (t *taker) work(sigs <-chan os.Signal) (int, error) {
 			return nil // acked; or the claim is lost, and the ack fails
 		}
 		// Work gives the item back (held as retry says: WithBackoff is
-		// its rule) or, at -max-attempts, moves it to the dead letters.
+		// its rule; at once when it is stopping) or, at -max-attempts,
+		// moves it to the dead letters.
 		failed := fmt.Sprintf("zklock: queue take %s: item %s: CMD failed (status %d) on delivery %d", t.path, job.ID(), out.code, job.Attempt())
 		if t.maxAttempts > 0 {
 			failed += fmt.Sprintf(" of %d", t.maxAttempts)
@@ -312,14 +340,14 @@ func (t *taker) work(sigs <-chan os.Signal) (int, error) {
 		switch delay, dead := t.retry(job.Attempt()); {
 		case dead:
 			fmt.Fprintf(t.stderr, "%s: moved to the dead letters (see zklock queue dead %s)\n", failed, t.path)
-		case delay > 0:
+		case delay > 0 && ctx.Err() == nil:
 			fmt.Fprintf(t.stderr, "%s: given back, delivered again in %v at the soonest\n", failed, delay)
 		default:
 			fmt.Fprintf(t.stderr, "%s: given back\n", failed)
 		}
 		return fmt.Errorf("%s exited %d", t.argv[0], out.code)
 	}
-	err := t.q.Work(ctx, h, fairqueue.WithBackoff(t.backoff, t.maxBackoff))
+	err := t.q.Work(ctx, h, fairqueue.WithBackoff(t.backoff, t.maxBackoff), fairqueue.WithPrefetch(t.prefetch))
 	var s stop
 	if errors.As(context.Cause(ctx), &s) {
 		return int(s), nil
@@ -423,7 +451,7 @@ func (t *taker) retry(attempt int) (delay time.Duration, dead bool) {
 
 // claimErr says why job's claim was lost, or nil while it is held. Job has
 // no Err of its own: Done is closed when the session is over or another
-// client deleted the claim.
+// client deleted the delivery's ticket (in the queue's ready/).
 func (t *taker) claimErr(job *fairqueue.Job) error {
 	select {
 	case <-job.Done():
@@ -433,7 +461,7 @@ func (t *taker) claimErr(job *fairqueue.Job) error {
 	if err := t.s.Err(); err != nil {
 		return fmt.Errorf("%w: %w", fairqueue.ErrClaimLost, err)
 	}
-	return fmt.Errorf("%w: the claim node was deleted by another client", fairqueue.ErrClaimLost)
+	return fmt.Errorf("%w: its ticket was deleted by another client", fairqueue.ErrClaimLost)
 }
 
 // interruptible calls f with a context that a signal on sigs cancels. It
@@ -459,44 +487,6 @@ func interruptible[T any](sigs <-chan os.Signal, f func(context.Context) (T, err
 		r := <-done
 		return r.v, sig, r.err
 	}
-}
-
-// queueLs is `zklock queue ls`.
-func (c *cli) queueLs(args []string) (int, error) {
-	c.listing = true
-	path, err := c.queueOnePath("queue ls", args)
-	if err != nil {
-		return exitUsage, err
-	}
-
-	ctx, q, done, err := openUntilSignal(c, path, useQueue("queue ls", false), fairqueue.New)
-	if err != nil {
-		return failed(err)
-	}
-	defer done()
-	n, err := q.Len(ctx)
-	if err != nil {
-		return exitFailure, err
-	}
-	dead, err := q.DeadLetters(ctx)
-	if err != nil {
-		return exitFailure, err
-	}
-	if c.json {
-		return c.printJSON(exitOK, jsonQueueLs{Path: path, Pending: n, Dead: len(dead)})
-	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tPENDING\tDEAD")
-	fmt.Fprintf(tw, "%s\t%d\t%d\n", path, n, len(dead))
-	tw.Flush()
-	return exitOK, nil
-}
-
-// jsonQueueLs is queue ls's output.
-type jsonQueueLs struct {
-	Path    string `json:"path"`
-	Pending int    `json:"pending"` // put and neither claimed, acked nor dead
-	Dead    int    `json:"dead"`    // dead letters
 }
 
 // queueDead is `zklock queue dead`.

@@ -42,15 +42,23 @@ func runJSON(t *testing.T, addr string, v any, args ...string) {
 	}
 }
 
-// queueCounts returns what `zklock queue ls -json` says.
+// queueCounts returns the pending items and dead letters `zklock queue ls
+// -json` counts.
 func queueCounts(t *testing.T, addr, path string) (pending, dead int) {
+	t.Helper()
+	ls := queueState(t, addr, path)
+	return ls.Pending, ls.Dead
+}
+
+// queueState returns what `zklock queue ls -json` says.
+func queueState(t *testing.T, addr, path string) jsonQueueLs {
 	t.Helper()
 	var ls jsonQueueLs
 	runJSON(t, addr, &ls, "queue", "ls", "-json", path)
 	if ls.Path != path {
 		t.Fatalf("queue ls -json: path %q, want %q", ls.Path, path)
 	}
-	return ls.Pending, ls.Dead
+	return ls
 }
 
 // readFile returns a file's content, failing the test if it cannot.
@@ -120,7 +128,8 @@ func TestQueuePutTake(t *testing.T) {
 	if p, d := queueCounts(t, addr, path); p != 5 || d != 0 {
 		t.Fatalf("queue ls: %d pending, %d dead; want 5, 0", p, d)
 	}
-	want := regexp.MustCompile(`^QUEUE +PENDING +DEAD\n` + regexp.QuoteMeta(path) + ` +5 +0\n$`)
+	want := regexp.MustCompile(`^QUEUE +PENDING +IN-PROGRESS +DELAYED +DEAD +CONSUMERS +WAITING +DISPATCHER\n` +
+		regexp.QuoteMeta(path) + ` +5 +0 +0 +0 +0 +0 +-\n$`)
 	if out := run(t, addr, 0, "queue", "ls", path); !want.MatchString(out) {
 		t.Errorf("queue ls printed:\n%s\nwant a match for %s", out, want)
 	}
@@ -185,8 +194,8 @@ func TestQueuePutTake(t *testing.T) {
 	if id := run(t, addr, 0, "queue", "put", "-delay", "1h", path, "later"); !strings.HasPrefix(id, "d-") {
 		t.Errorf("queue put -delay: id %q, want d-...", id)
 	}
-	if p, _ := queueCounts(t, addr, path); p != 0 {
-		t.Errorf("queue ls with only a delayed item: %d pending, want 0", p)
+	if ls := queueState(t, addr, path); ls.Pending != 0 || ls.Delayed != 1 {
+		t.Errorf("queue ls with only a delayed item: %+v, want 0 pending, 1 delayed", ls)
 	}
 }
 
@@ -291,21 +300,38 @@ func TestQueueTakeSignals(t *testing.T) {
 	}
 }
 
-// TestQueueTakeClaimLost deletes the claim on the item from another
+// TestQueueTakeClaimLost deletes the delivery's ticket from another
 // session: zklock must stop CMD (SIGTERM, then SIGKILL as CMD ignores
 // SIGTERM) and exit 75.
 func TestQueueTakeClaimLost(t *testing.T) {
 	testLossStopsCMD(t, "queue take -once", func(addr, path string) {
 		run(t, addr, 0, "queue", "put", path, "job")
-	}, func(ctx context.Context, s *zkrecipes.Session, path string) (string, error) {
-		// The claims are EPHEMERAL nodes in claims/ (see the fairqueue
-		// package doc).
-		claims, _, err := s.Conn().Children(path + "/claims")
-		if err != nil || len(claims) != 1 {
-			return "", fmt.Errorf("claims %v, %v; want the one claim", claims, err)
-		}
-		return path + "/claims/" + claims[0], nil
-	}, "lost the claim on ", "deleted by another client")
+	}, deliveryTicket, "lost the claim on ", "its ticket was deleted by another client")
+}
+
+// deliveryTicket returns the ticket of the one delivery under way in the
+// queue at path: a delivery is the consumer's ticket in ready/, served by
+// the dispatcher (data version 1), with the offer in the consumer's inbox
+// in consumers/ (see the fairqueue package documentation); deleting the
+// ticket loses the delivery, as the end of the consumer's session does.
+func deliveryTicket(_ context.Context, s *zkrecipes.Session, path string) (string, error) {
+	tickets, _, err := s.Conn().Children(path + "/ready")
+	if err != nil || len(tickets) != 1 {
+		return "", fmt.Errorf("tickets %v, %v; want the one delivery's", tickets, err)
+	}
+	ticket := path + "/ready/" + tickets[0]
+	if _, st, err := s.Conn().Get(ticket); err != nil || st.Version != 1 {
+		return "", fmt.Errorf("ticket %s: %+v, %v; want it served (data version 1)", ticket, st, err)
+	}
+	consumer, ok := ticketConsumer(tickets[0])
+	if !ok {
+		return "", fmt.Errorf("ticket %s names no consumer", ticket)
+	}
+	inbox, _, err := s.Conn().Get(path + "/consumers/" + consumer)
+	if err != nil || !strings.Contains(string(inbox), tickets[0]+" ") {
+		return "", fmt.Errorf("inbox of %s: %q, %v; want the offer for %s", consumer, inbox, err, tickets[0])
+	}
+	return ticket, nil
 }
 
 // TestQueueTakeFailingJobBacksOff: a CMD that fails on its item does not
@@ -426,4 +452,116 @@ func deleteTree(conn *zk.Conn, p string) {
 		deleteTree(conn, p+"/"+c)
 	}
 	conn.Delete(p, -1)
+}
+
+// TestQueueLs: queue ls counts the items pending, in progress (handed out
+// and not settled: CMD running, and with -prefetch the items held ahead)
+// and delayed, the consumers and those waiting for an item, and names the
+// dispatcher by its session. A queue take that exits leaves none of its
+// nodes behind: no ticket in ready/, no inbox in consumers/, no election
+// node in dispatch/.
+func TestQueueLs(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t).Addr()
+	s := zktest.Connect(t, []string{addr})
+	busy, idle, ahead := lockPath(t), lockPath(t)+"-idle", lockPath(t)+"-ahead"
+	for _, p := range []string{busy, idle, ahead} {
+		t.Cleanup(func() { deleteTree(s.Conn(), p) })
+	}
+	dir := t.TempDir()
+
+	// takeBg starts a queue take (-v: it logs its session) and returns it
+	// with the file its stderr goes to.
+	takeBg := func(args ...string) (*exec.Cmd, string) {
+		t.Helper()
+		cmd := zklockCmd(t, addr, append([]string{"-v", "queue", "take"}, args...)...)
+		errFile := withStderrFile(t, cmd)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, errFile
+	}
+	sessionOf := func(errFile string) string {
+		t.Helper()
+		var m []string
+		waitFor(t, func() bool {
+			m = regexp.MustCompile(`msg=connected session=(0x[0-9a-f]+)`).FindStringSubmatch(readFile(t, errFile))
+			return m != nil
+		}, func() string { return "zklock did not say its session; stderr:\n" + readFile(t, errFile) })
+		return m[1]
+	}
+	check := func(path string, want jsonQueueLs, dispatcher string) {
+		t.Helper()
+		got := queueState(t, addr, path)
+		want.Path = path
+		d := got.Dispatcher
+		got.Dispatcher = nil
+		if got != want {
+			t.Errorf("queue ls -json %s: %+v, want %+v", path, got, want)
+		}
+		switch {
+		case dispatcher == "" && d != nil:
+			t.Errorf("queue ls -json %s: dispatcher %+v, want none", path, d)
+		case dispatcher == "":
+		case d == nil:
+			t.Errorf("queue ls -json %s: no dispatcher, want session %s", path, dispatcher)
+		case d.Session != dispatcher || !strings.HasPrefix(d.Consumer, fmt.Sprintf("%016s-", dispatcher[2:])) ||
+			!strings.HasPrefix(d.Node, path+"/dispatch/"):
+			t.Errorf("queue ls -json %s: dispatcher %+v, want session %s's", path, d, dispatcher)
+		}
+	}
+
+	// A loop whose CMD runs on the first of three items: one in progress,
+	// two pending; the one consumer is not waiting, and dispatches.
+	run(t, addr, 0, "queue", "put", busy, "a", "b", "c")
+	run(t, addr, 0, "queue", "put", "-delay", "1h", busy, "later")
+	started := filepath.Join(dir, "busy")
+	loop, loopErr := takeBg(busy, "--", "sh", "-c", `touch "$1"; exec sleep 60`, "sh", started)
+	waitFile(t, started, loop)
+	check(busy, jsonQueueLs{Pending: 2, InProgress: 1, Delayed: 1, Consumers: 1}, sessionOf(loopErr))
+	want := regexp.MustCompile(`^QUEUE +PENDING +IN-PROGRESS +DELAYED +DEAD +CONSUMERS +WAITING +DISPATCHER\n` +
+		regexp.QuoteMeta(busy) + ` +2 +1 +1 +0 +1 +0 +` + sessionOf(loopErr) + `\n$`)
+	if out := run(t, addr, 0, "queue", "ls", busy); !want.MatchString(out) {
+		t.Errorf("queue ls printed:\n%s\nwant a match for %s", out, want)
+	}
+
+	// -prefetch 1 holds the next item too while CMD runs.
+	run(t, addr, 0, "queue", "put", ahead, "a", "b", "c")
+	aheadStarted := filepath.Join(dir, "ahead")
+	prefetching, prefetchErr := takeBg("-prefetch", "1", ahead, "--", "sh", "-c", `touch "$1"; exec sleep 60`, "sh", aheadStarted)
+	waitFile(t, aheadStarted, prefetching)
+	waitFor(t, func() bool { return queueState(t, addr, ahead).InProgress == 2 }, func() string {
+		return fmt.Sprintf("-prefetch 1: %+v, want 2 items in progress", queueState(t, addr, ahead))
+	})
+	check(ahead, jsonQueueLs{Pending: 1, InProgress: 2, Consumers: 1}, sessionOf(prefetchErr))
+
+	// A consumer waiting on an empty queue.
+	once, onceErr := takeBg("-once", "-timeout", "60s", idle, "--", "true")
+	waitFor(t, func() bool {
+		// Until the consumer has made its nodes, there is no queue.
+		ls := zklockCmd(t, addr, "queue", "ls", "-json", idle)
+		return status(t, ls) == 0 && strings.Contains(stdout(ls), `"waiting":1`)
+	}, func() string {
+		return fmt.Sprintf("queue ls %s: %+v, want the consumer waiting; stderr:\n%s", idle, queueState(t, addr, idle), readFile(t, onceErr))
+	})
+	check(idle, jsonQueueLs{Consumers: 1, Waiting: 1}, sessionOf(onceErr))
+
+	// Each stops on SIGTERM, and leaves nothing of its own.
+	for _, p := range []struct {
+		cmd  *exec.Cmd
+		path string
+	}{{loop, busy}, {prefetching, ahead}, {once, idle}} {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		p.cmd.Wait()
+		for _, d := range []string{"ready", "consumers", "dispatch"} {
+			if left, err := listChildren(s, p.path+"/"+d); err != nil || len(left) > 0 {
+				t.Errorf("%s/%s after queue take exited: %q, %v; want nothing", p.path, d, left, err)
+			}
+		}
+	}
+	check(idle, jsonQueueLs{}, "")
+	// The CMDs died of the SIGTERM: their items were given back, held back
+	// 1s (-backoff); the one held ahead given back at once.
+	check(busy, jsonQueueLs{Pending: 3, Delayed: 1}, "")
+	check(ahead, jsonQueueLs{Pending: 3}, "")
 }

@@ -33,8 +33,10 @@ func recipeAt(children []string, found bool) string {
 		return string(kind)
 	}
 	// The directories a fairqueue makes under its path, each when first
-	// needed: one of them makes the path a queue's.
-	for _, d := range []string{"items", "delayed", "held", "dead", "keys"} {
+	// needed: one of them makes the path a queue's. A queue that consumers
+	// wait on before anything was put has only ready/, consumers/ and
+	// dispatch/.
+	for _, d := range queueDirs {
 		if slices.Contains(children, d) {
 			return kindQueue
 		}
@@ -44,6 +46,11 @@ func recipeAt(children []string, found bool) string {
 	}
 	return kindEmpty
 }
+
+// queueDirs are the directories of a fairqueue's layout (see the package
+// documentation): items and their keys, the consumers' tickets and
+// inboxes, the dispatcher's election, items given back, delayed or dead.
+var queueDirs = []string{"items", "keys", "ready", "consumers", "dispatch", "held", "delayed", "dead"}
 
 // use is what a command works on at its PATH.
 type use struct {

@@ -24,8 +24,10 @@ func TestPathMissingOrAnotherRecipe(t *testing.T) {
 	defer cancel()
 	s := zktest.Connect(t, []string{addr})
 
-	// A lock held, an election with a leader, a queue with an item.
-	lock, election, queue, other := lockPath(t), lockPath(t), lockPath(t), lockPath(t)
+	// A lock held, an election with a leader, a queue with an item, a
+	// queue that a consumer waits on before anything was put (it has only
+	// the consumers' directories: ready/, consumers/, dispatch/).
+	lock, election, queue, other, waited := lockPath(t), lockPath(t), lockPath(t), lockPath(t), lockPath(t)
 	m, err := zklock.NewMutex(s, lock)
 	if err != nil {
 		t.Fatal(err)
@@ -52,6 +54,14 @@ func TestPathMissingOrAnotherRecipe(t *testing.T) {
 		}
 	}
 	defer deleteTree(s.Conn(), other)
+	consumer := zklockCmd(t, addr, "queue", "take", "-once", "-timeout", "60s", waited, "--", "true")
+	if err := consumer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		ls := zklockCmd(t, addr, "queue", "ls", "-json", waited)
+		return status(t, ls) == 0 && strings.Contains(stdout(ls), `"waiting":1`)
+	}, func() string { return "the consumer of " + waited + " is not waiting; stderr:\n" + stderr(consumer) })
 	missing := lockPath(t)
 
 	for _, tc := range []struct {
@@ -79,6 +89,11 @@ func TestPathMissingOrAnotherRecipe(t *testing.T) {
 		{[]string{"run", "-n", "2", "-timeout", "1s", lock, "--", "true"}, exitWrongRecipe, "holds a lock, not a semaphore"},
 		{[]string{"lead", "-timeout", "1s", queue, "--", "true"}, exitWrongRecipe, "holds a queue, not an election"},
 		{[]string{"lead", "-timeout", "1s", lock, "--", "true"}, exitWrongRecipe, "holds a lock, not an election"},
+		{[]string{"holders", waited}, exitWrongRecipe, waited + " holds a queue, not a lock or a semaphore or an election"},
+		{[]string{"watch", "-once", waited}, exitWrongRecipe, "holds a queue"},
+		{[]string{"leader", waited}, exitWrongRecipe, "holds a queue, not an election"},
+		{[]string{"run", "-timeout", "1s", waited, "--", "true"}, exitWrongRecipe, "holds a queue, not a lock"},
+		{[]string{"lead", "-timeout", "1s", waited, "--", "true"}, exitWrongRecipe, "holds a queue, not an election"},
 	} {
 		cmd := zklockCmd(t, addr, tc.args...)
 		if got := status(t, cmd); got != tc.want || !strings.Contains(stderr(cmd), tc.says) {
@@ -104,6 +119,11 @@ func TestPathMissingOrAnotherRecipe(t *testing.T) {
 	if k := zklock.KindOf(children); k != zklock.KindNone {
 		t.Errorf("the queue's directory holds contenders (%s): %v", k, children)
 	}
+	if children, _, err = s.Conn().Children(waited); err != nil || len(children) != 3 {
+		t.Errorf("the waited-on queue's directory: %v, %v; want ready, consumers and dispatch, and no contender", children, err)
+	}
+	consumer.Process.Signal(syscall.SIGTERM)
+	consumer.Wait()
 
 	// A requeue of an id that is no item id is bad input.
 	cmd := zklockCmd(t, addr, "queue", "requeue", queue, "no-such-id")

@@ -25,6 +25,9 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// A Queue that takes may be the queue's dispatcher: closed, it hands
+	// over at once, not when its session expires.
+	defer q.Close(context.Background())
 	jobs := [][]byte{[]byte("resize cat.png"), []byte("resize dog.png"), []byte("resize owl.png")}
 	if _, err := q.PutMany(ctx, jobs); err != nil { // all or nothing
 		log.Fatal(err)
