@@ -814,7 +814,7 @@ var scenarios = []scenario{
 		},
 	},
 	{
-		// Close of a consumer (not the dispatcher) that took before: it
+		// Close of a consumer (not the dispatcher) that asked before: it
 		// reads its inbox, lists ready/ for tickets of its own, and
 		// deletes its inbox (version-checked). Its inbox must go, whatever
 		// Close's ctx did: Close is not called again.
@@ -827,11 +827,14 @@ var scenarios = []scenario{
 		run: func(t *testing.T, ctx context.Context, e env, f *fault) {
 			e.elect(t, ctx, e.other)
 			q := fq(t, e.s, e.p)
-			e.warm(t, ctx, q)
+			// It takes nothing: no Job of its, settled, may remove the
+			// inbox of a closed Queue instead.
+			_, err := q.TryTake(ctx)
+			require.ErrorIs(t, err, fairqueue.ErrEmpty)
 			inbox := fairqueue.Name(q)
 			fctx, cancel := f.opCtx(e, ctx)
 			defer cancel()
-			err := q.Close(fctx)
+			err = q.Close(fctx)
 			f.callReturned()
 			if err != nil {
 				require.True(t, f.byCtx() && isCtxErr(err), "Close with a %v: %v", f, err)
