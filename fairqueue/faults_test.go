@@ -59,7 +59,8 @@ const (
 // env is what a fault case works with.
 type env struct {
 	d     *zktest.Dropper
-	s     *zkrecipes.Session // through d: the faulted session
+	w     *wire              // the faulted session's multis
+	s     *zkrecipes.Session // through w and d: the faulted session
 	other *zkrecipes.Session
 	addrs []string
 	p     string
@@ -105,6 +106,9 @@ type fault struct {
 	ctx      context.Context
 	recorded bool
 	returned bool
+	// multis: the faulted session's multis on the queue when the call
+	// under test began.
+	multis int
 }
 
 func (f *fault) String() string {
@@ -138,6 +142,7 @@ func (f *fault) armDrop(e env) {
 // a ctx fault one that ends f.end from now (at once for 0); else a ctx no
 // fault ends, with the drop armed.
 func (f *fault) opCtx(e env, parent context.Context) (context.Context, context.CancelFunc) {
+	f.multis, _ = e.multis()
 	if !f.byCtx() {
 		f.armDrop(e)
 		return context.WithCancel(parent)
@@ -264,13 +269,49 @@ func requireKept(t *testing.T, j *fairqueue.Job, what string) {
 }
 
 // requireWriteOutcome accepts what a write under the fault f said: nil, an
-// outcome not known (ErrOutcomeUnknown), or, with a ctx fault, ctx's error.
-func requireWriteOutcome(t *testing.T, what string, f *fault, err error) {
+// outcome not known (ErrOutcomeUnknown), or, with a ctx fault, ctx's error
+// (then nothing was sent). With an unknown outcome, it waits until the
+// write has landed or never will: after a drop, until a sync of the
+// faulted session is answered (sent on its new connection, it is answered
+// after whatever the old one carried); after ctx ended, until every multi
+// the session sent is answered, one at least since the call began (a
+// goroutine of the call sends it, if it has not yet). A call whose ctx
+// ended sends no further multi; but a Put's batch goes on for the Puts it
+// carries (it tries again in a newer bucket): the Put that follows it on
+// that Queue waits for it, and the caller puts one before it looks. A call
+// whose ctx ended right before its multi went sent none: that is known
+// once none came within liveWait.
+func requireWriteOutcome(t *testing.T, e env, what string, f *fault, err error) {
 	t.Helper()
-	if err != nil {
-		require.True(t, errors.Is(err, fairqueue.ErrOutcomeUnknown) || f.byCtx() && isCtxErr(err),
-			"%s with a %v: %v (want nil, or an error wrapping ErrOutcomeUnknown)", what, f, err)
+	switch {
+	case err == nil:
+	case !errors.Is(err, fairqueue.ErrOutcomeUnknown):
+		require.True(t, f.byCtx() && isCtxErr(err), "%s with a %v: %v (want nil, or an error wrapping ErrOutcomeUnknown)", what, f, err)
+	case !f.byCtx():
+		require.Eventually(t, func() bool {
+			_, err := e.s.Conn().Sync(e.p)
+			return err == nil || errors.Is(err, zk.ErrNoNode)
+		}, liveWait, 5*time.Millisecond, "a sync after a %v", f)
+	default:
+		deadline := time.Now().Add(liveWait)
+		for {
+			sent, answered := e.multis()
+			if answered == sent && (sent > f.multis || time.Now().After(deadline)) {
+				return
+			}
+			require.True(t, time.Now().Before(deadline), "the multi of a %s whose ctx ended (%v) was never answered", what, err)
+			time.Sleep(time.Millisecond)
+		}
 	}
+}
+
+// multis counts the multis on the queue the faulted session sent, and
+// those answered.
+func (e env) multis() (sent, answered int) {
+	on := func(m *sentMulti) bool {
+		return slices.ContainsFunc(m.ops, func(o wireOp) bool { return strings.HasPrefix(o.path, e.p+"/") })
+	}
+	return e.w.countSent(on), e.w.count(on)
 }
 
 // readAnswered accepts what a read under the fault f said: an answer, or,
@@ -926,7 +967,7 @@ var scenarios = []scenario{
 			b, err := q.Put(fctx, []byte("b"))
 			f.callReturned()
 			hit := f.done(e, dropWait)
-			requireWriteOutcome(t, "Put", f, err)
+			requireWriteOutcome(t, e, "Put", f, err)
 			c, cerr := q.Put(ctx, []byte("c"))
 			require.NoError(t, cerr)
 			want := []delivery{{a, "a", 1}, {c, "c", 1}}
@@ -953,7 +994,7 @@ var scenarios = []scenario{
 			ids, err := q.PutMany(fctx, [][]byte{[]byte("a"), []byte("b")})
 			f.callReturned()
 			hit := f.done(e, dropWait)
-			requireWriteOutcome(t, "PutMany", f, err)
+			requireWriteOutcome(t, e, "PutMany", f, err)
 			var want []delivery
 			if err == nil {
 				want = []delivery{{ids[0], "a", 1}, {ids[1], "b", 1}}
@@ -984,7 +1025,7 @@ var scenarios = []scenario{
 			id, err := q.Put(fctx, []byte("x"), fairqueue.WithKey("k"))
 			f.callReturned()
 			hit := f.done(e, dropWait)
-			requireWriteOutcome(t, "Put WithKey", f, err)
+			requireWriteOutcome(t, e, "Put WithKey", f, err)
 			again, aerr := q.Put(ctx, []byte("x"), fairqueue.WithKey("k"))
 			require.NoError(t, aerr)
 			if err == nil {
@@ -1034,7 +1075,7 @@ var scenarios = []scenario{
 			_, err := fq(t, e.s, e.p).Put(fctx, []byte("x"), fairqueue.WithDelay(30*time.Millisecond))
 			f.callReturned()
 			hit := f.done(e, dropWait)
-			requireWriteOutcome(t, "Put WithDelay", f, err)
+			requireWriteOutcome(t, e, "Put WithDelay", f, err)
 			time.Sleep(30 * time.Millisecond) // due: drainAll waits for delayed/ to empty
 			got := drainAll(t, ctx, e)
 			if err == nil || len(got) > 0 {
@@ -1061,7 +1102,7 @@ var scenarios = []scenario{
 			newID, err := fq(t, e.s, e.p).Requeue(fctx, id)
 			f.callReturned()
 			hit := f.done(e, dropWait)
-			requireWriteOutcome(t, "Requeue", f, err)
+			requireWriteOutcome(t, e, "Requeue", f, err)
 			dead, derr := fq(t, e.other, e.p).DeadLetters(ctx)
 			require.NoError(t, derr)
 			switch {
@@ -1412,14 +1453,18 @@ func putCase(t *testing.T, ctx context.Context, e env, f *fault, q *fairqueue.Qu
 	id, err := q.Put(fctx, []byte("x"))
 	f.callReturned()
 	hit := f.done(e, dropWait)
-	requireWriteOutcome(t, "Put", f, err)
+	requireWriteOutcome(t, e, "Put", f, err)
 	if err == nil {
 		finish(t, ctx, e, f, "Put", hit, delivery{id, "x", 1})
 		return
 	}
-	left := leftBesides(t, ctx, e, nil)
+	// The next Put of q goes out once the batch that carried "x" is done.
+	y, err := q.Put(ctx, []byte("y"))
+	require.NoError(t, err)
+	known := []delivery{{y, "y", 1}}
+	left := leftBesides(t, ctx, e, known)
 	require.LessOrEqual(t, len(left), 1, "a Put whose outcome is unknown put %v", left)
-	finish(t, ctx, e, f, "Put", hit, left...)
+	finish(t, ctx, e, f, "Put", hit, append(left, known...)...)
 }
 
 // leftBesides returns the items pending besides known ones (as first
@@ -1793,12 +1838,13 @@ func runFaults(t *testing.T, faults func(sc scenario) []*fault) {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
 			d := &zktest.Dropper{}
-			s := d.Connect(t, srv.Addrs())
+			w := &wire{next: d.Dial}
+			s := zktest.Connect(t, d.Addrs(srv.Addrs()), zkrecipes.WithDialer(w.Dial))
 			for _, f := range fs {
 				t.Run(f.String(), func(t *testing.T) {
 					t.Cleanup(func() { d.Disarm() })
 					require.NoError(t, s.Err(), "the faulted session is over")
-					e := env{d: d, s: s, other: other, addrs: srv.Addrs(), p: queuePath(t, srv.Addrs())}
+					e := env{d: d, w: w, s: s, other: other, addrs: srv.Addrs(), p: queuePath(t, srv.Addrs())}
 					sc.run(t, bg(t, 2*time.Minute), e, f)
 				})
 			}
