@@ -1670,7 +1670,7 @@ func workNackCase(t *testing.T, ctx context.Context, e env, f *fault, bury bool)
 			mu.Lock()
 			got = append(got, delivery{j.ID(), string(j.Data()), j.Attempt()})
 			if j.Attempt() == 1 {
-				tickets[string(j.Data())] = j.Guard().Path
+				tickets[string(j.Data())] = fairqueue.TicketOf(j)
 			}
 			mu.Unlock()
 			if string(j.Data()) != "a" || j.Attempt() > 1 {
