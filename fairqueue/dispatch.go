@@ -946,6 +946,11 @@ func (d *dispatcher) item(b int64, name string) *item {
 	it := &item{bucket: b, seq: seq, name: name, id: id}
 	d.items[id] = it
 	d.perBucket[b]++
+	// An item may come back into the view with no new id listed: one given
+	// back after its ticket was judged settled (a Job lost while its
+	// consumer lives). A delete of the newest bucket tried meanwhile found
+	// it there; once drained again, the bucket is tried again.
+	d.triedDrop = noDrop
 	return it
 }
 
