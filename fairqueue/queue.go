@@ -190,7 +190,20 @@ func (q *Queue) holding(j *Job) {
 	context.AfterFunc(j.o.Context(), func() {
 		select {
 		case <-j.o.Lost():
+			sent := false
 			q.s.Cleanup("give back "+j.id, func() error {
+				if sent {
+					// Sent, and its answer lost with the connection. Its
+					// ticket is gone already, so nothing in the multi fails
+					// if it landed: it would make a second node in held/.
+					// While the item is as we got it, a node of its in
+					// held/ is ours.
+					landed, err := q.givenBack(j.bucket, j.name)
+					if err != nil || landed {
+						return err
+					}
+				}
+				sent = true
 				_, err := q.sendBack(q.backOps(j.bucket, j.name, j.version, time.Now()))
 				if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
 					return nil // settled, or offered again since
