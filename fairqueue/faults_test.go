@@ -855,6 +855,46 @@ var scenarios = []scenario{
 		},
 	},
 	{
+		// A Job lost while its session lives (another client deleted its
+		// ticket) gives its item back: one multi that checks the item's
+		// version and makes its node in held/ (held/ exists: a lone
+		// give-back that finds none makes it as the give-back scenario's
+		// clean-up does).
+		name:  "lost",
+		aims:  []aim{{name: "give-back multi of a lost job (held/ create)", op: zktest.OpCreate, under: "/held/"}},
+		noCtx: true, // a clean-up, started by the loss: no caller's ctx
+		run: func(t *testing.T, ctx context.Context, e env, f *fault) {
+			e.elect(t, ctx, e.other)
+			warm := e.put(t, ctx, "warm")
+			j, err := fq(t, e.other, e.p).TryTake(ctx)
+			require.NoError(t, err)
+			require.NoError(t, j.Nack(ctx))
+			requireDrain(t, ctx, e, "warm", delivery{warm[0], "warm", 2})
+			ids := e.put(t, ctx, "x")
+			j, err = fq(t, e.s, e.p).Take(ctx)
+			require.NoError(t, err)
+			f.armDrop(e)
+			require.NoError(t, deleteTicket(t, e.other, e.p, j))
+			select {
+			case <-j.Done():
+			case <-time.After(liveWait):
+				t.Fatalf("a job whose ticket was deleted is not lost")
+			}
+			hit := f.done(e, dropWait)
+			// Until its give-back lands, the item is handed out (not
+			// pending): no one waits for it, so its node stays in held/.
+			require.Eventually(t, func() bool { return len(names(t, e.other, e.p+"/held")) > 0 }, liveWait, 5*time.Millisecond,
+				"the lost job never gave its item back")
+			// A give-back asked again once its connection is back (after
+			// its 20 ms pause) must not make a second node, which no
+			// offer would ever delete. Nothing offers the item meanwhile.
+			require.Never(t, func() bool { return len(names(t, e.other, e.p+"/held")) > 1 }, 500*time.Millisecond, 5*time.Millisecond,
+				"a second node in held/ for one give-back")
+			// Handed out once, to the job lost.
+			finish(t, ctx, e, f, "the lost job's give-back", hit, delivery{ids[0], "x", 2})
+		},
+	},
+	{
 		// Close of a consumer (not the dispatcher) that asked before: it
 		// reads its inbox, lists ready/ for tickets of its own, and
 		// deletes its inbox (version-checked). Its inbox must go, whatever
