@@ -37,7 +37,8 @@ func parseDead(id string, raw []byte) (DeadLetter, error) {
 }
 
 // buryOps moves an item to dead/ in one multi: create the dead letter,
-// delete the item (version-checked) and its key, plus the given claim ops.
+// delete the item (version-checked) and its key, after the given ops (the
+// ticket's delete).
 func (q *Queue) buryOps(id, item, key string, version int32, attempts int, data []byte, claimOps ...any) []any {
 	ops := append(claimOps,
 		&zk.CreateRequest{Path: q.dead + "/" + id, Data: deadData(attempts, data), Acl: q.acl},

@@ -86,7 +86,7 @@ func (q *Queue) campaign(ctx context.Context) {
 		try = 0
 		q.log.Debug("fairqueue: dispatching", "node", l.Path())
 		d := &dispatcher{q: q, l: l}
-		if err := d.run(ctx); err != nil && !errors.Is(err, errNotLeader) && ctx.Err() == nil && q.s.Err() == nil {
+		if err := d.run(ctx); !errors.Is(err, errNotLeader) && ctx.Err() == nil && q.s.Err() == nil {
 			q.log.Warn("fairqueue: dispatcher stopped; standing again", "err", err)
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

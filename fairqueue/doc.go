@@ -35,8 +35,8 @@
 // queue's dispatcher. A consumer asks for items with a ticket, an
 // ephemeral sequential node; the dispatcher hands the oldest free items to
 // the oldest tickets, one multi per round, writing the offers into the
-// consumers' inboxes (ephemeral nodes of theirs: an offer is its
-// consumer's claim, and goes with its session). It keeps what it learnt
+// consumers' inboxes (ephemeral nodes of theirs: an offer lasts as long as
+// its ticket and its consumer's session). It keeps what it learnt
 // between rounds, and learns what changed from watches; every hand-out
 // multi checks its election node first, so a deposed dispatcher hands out
 // nothing. A dispatcher that closes hands over at once; one that dies or
@@ -62,16 +62,18 @@
 //	dispatch/                             the dispatcher's election
 //	held/<until>-<bucket>-<item>-<seq>    an item given back
 //	delayed/d-<due>-<key>-<seq>           an item put WithDelay, until due
-//	keys/<key>                            the bucket of the item put with key
+//	keys/<key>                            the item put with key: its bucket, or "delayed"
 //	dead/0000000042-0000000007            an item delivered too often
 //
-// Items live in buckets of a thousand: an item's id is its bucket's number
-// and its sequence number, and ids sort in queue order. Only the newest
-// bucket takes puts, checked against the queue's high mark, so every item
-// of a bucket is older than every item of the next; the dispatcher lists
-// one bucket at a time and deletes each once drained. The directories are
-// container nodes, removed by the server once empty. One getChildren reply
-// must fit in 1 MiB: ready/, dead/ and held/ are flat and meant to stay
-// far below that. All consumers of a queue must run this version: the
+// Items live in buckets, sealed once they hold a thousand items (a batch
+// put before the seal may take one past that): an item's id is its
+// bucket's number and its sequence number, and ids sort in queue order.
+// Only the newest bucket takes puts, checked against the queue's high
+// mark, so every item of a bucket is older than every item of the next;
+// the dispatcher lists one bucket at a time and deletes each once drained
+// (the newest once drained while no consumer waits). The queue's path and
+// its directories, buckets aside, are container nodes, removed by the
+// server once empty. One getChildren reply must fit in 1 MiB: ready/,
+// dead/ and held/ are flat and meant to stay far below that. All consumers of a queue must run this version: the
 // layout is not the one of earlier versions (see CHANGELOG).
 package fairqueue

@@ -13,8 +13,9 @@ var (
 	// ErrEmpty: TryTake found no pending item.
 	ErrEmpty = errors.New("queue is empty")
 
-	// ErrClaimLost: the job's claim is gone (its session ended, or another
-	// client deleted it); the item is, or will be, delivered again.
+	// ErrClaimLost: the job's delivery was lost (its session ended, or
+	// another client deleted its ticket); the item is, or will be,
+	// delivered again.
 	ErrClaimLost = errors.New("claim lost")
 
 	// ErrOutcomeUnknown: a write was cut off (ctx ended mid-call) and may

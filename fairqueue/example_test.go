@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/fairqueue"
 	"github.com/zkrecipes/zkrecipes/zktest"
@@ -29,8 +31,9 @@ func servers() []string {
 
 // A worker takes jobs in order, acks what it finished and nacks what failed:
 // a nacked job comes back at once, at its place in line (ahead of later
-// jobs), until WithMaxAttempts sends it to the dead letters. Work that outlives the claim (Done closed) must
-// not be acked: the job is already on its way to another consumer.
+// jobs), until WithMaxAttempts sends it to the dead letters. A job whose
+// delivery was lost (Done closed) must not be acked: it is already on its
+// way to another consumer.
 func Example() {
 	ctx := context.Background()
 	s, err := zkrecipes.Connect(ctx, servers())
@@ -58,7 +61,7 @@ func Example() {
 		}
 		select {
 		case <-j.Done():
-			continue // claim lost: someone else gets the job
+			continue // delivery lost: someone else gets the job
 		default:
 		}
 		if err := send(string(j.Data())); err != nil {
@@ -198,10 +201,10 @@ func ExampleQueue_PutMany() {
 	// took c.png
 }
 
-// Take waits for the oldest item and claims it: the Job is this
-// consumer's until Ack (done for good) or Nack (back at its place in line).
-// If the consumer dies, its claim ends with its session and the item is
-// delivered again, Attempt one higher.
+// Take waits for the oldest item, handed to it by the queue's dispatcher:
+// the Job is this consumer's until Ack (done for good) or Nack (back at its
+// place in line). If the consumer dies, the delivery ends with its session
+// and the item is delivered again, Attempt one higher.
 func ExampleQueue_Take() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -229,9 +232,132 @@ func ExampleQueue_Take() {
 	j, _ = q.Take(ctx)
 	fmt.Printf("%s, delivery %d\n", j.Data(), j.Attempt())
 	if err := j.Ack(ctx); err != nil {
-		log.Print(err) // the claim was lost: another consumer has the item
+		log.Print(err) // the delivery was lost: another consumer has the item
 	}
 	// Output:
 	// weekly report, delivery 1
 	// weekly report, delivery 2
+}
+
+// Guard fences a job's writes to ZooKeeper: first in a multi, it lets the
+// multi commit only until the item is acked or delivered again. Here
+// consumer A takes a job and its session ends (as when A pauses past its
+// session timeout: a GC pause, a frozen VM); the job is delivered again, to
+// B. When A wakes up, with a new session, its late write is refused. For a
+// resource outside ZooKeeper, keep the highest Job.Token seen for the item
+// and refuse lower ones.
+func ExampleJob_Guard() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const path, report = "/examples/jobs/monthly", "/examples/report-march"
+	connect := func() (*zkrecipes.Session, *fairqueue.Queue) {
+		s, err := zkrecipes.Connect(ctx, servers())
+		if err != nil {
+			log.Fatal(err)
+		}
+		q, err := fairqueue.New(s, path)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return s, q
+	}
+	// write writes the report while j's delivery holds.
+	write := func(s *zkrecipes.Session, j *fairqueue.Job, text string) error {
+		_, err := s.Conn().Multi(j.Guard(),
+			&zk.CreateRequest{Path: report, Data: []byte(text), Acl: zk.WorldACL(zk.PermAll)})
+		return err
+	}
+
+	sa, a := connect()
+	if _, err := a.Put(ctx, []byte("march")); err != nil {
+		log.Fatal(err)
+	}
+	ja, err := a.Take(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	sa.Close() // A's session ends: its delivery is lost
+
+	sb, b := connect()
+	defer sb.Close()
+	defer b.Close(ctx)
+	jb, err := b.Take(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("B took %s, delivery %d\n", jb.Data(), jb.Attempt())
+
+	late, _ := connect() // A wakes up, with a new session
+	defer late.Close()
+	if err := write(late, ja, "total: 41"); errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) {
+		fmt.Println("A's late write refused: the job was delivered again")
+	}
+	if err := write(sb, jb, "total: 42"); err != nil {
+		log.Fatal(err)
+	}
+	if err := jb.Ack(ctx); err != nil {
+		log.Print(err)
+	}
+	data, _, err := sb.Conn().Get(report)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("the report: %s\n", data)
+	_ = sb.Conn().Delete(report, -1) // for the example's sake
+	// Output:
+	// B took march, delivery 2
+	// A's late write refused: the job was delivered again
+	// the report: total: 42
+}
+
+// Close ends a consumer's part in the queue, before a planned stop. A Queue
+// that takes stands as the queue's dispatcher and has an inbox and tickets
+// in the queue: Close resigns, so that another taking Queue dispatches at
+// once (a process that just exits holds hand-out up until its session
+// expires), and removes them. Jobs taken before stay valid until settled
+// (the last one settled removes the inbox), and the Queue can still put.
+func ExampleQueue_Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := zkrecipes.Connect(ctx, servers())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	const path = "/examples/jobs/backups"
+	q, err := fairqueue.New(s, path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := q.Put(ctx, []byte("backup db1")); err != nil {
+		log.Fatal(err)
+	}
+	j, err := q.Take(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("took", string(j.Data()))
+	if err := j.Ack(ctx); err != nil {
+		log.Print(err)
+	}
+
+	if err := q.Close(ctx); err != nil {
+		log.Print(err)
+	}
+	_, err = q.Take(ctx)
+	fmt.Println("take after close:", errors.Is(err, fairqueue.ErrClosed))
+	// Nothing of this consumer is left: no inbox, no ticket, no election node.
+	for _, dir := range []string{"consumers", "ready", "dispatch"} {
+		names, _, err := s.Conn().Children(path + "/" + dir)
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s/: %d nodes\n", dir, len(names))
+	}
+	// Output:
+	// took backup db1
+	// take after close: true
+	// consumers/: 0 nodes
+	// ready/: 0 nodes
+	// dispatch/: 0 nodes
 }

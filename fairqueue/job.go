@@ -21,7 +21,8 @@ import (
 // Ack, Nack or the loss of the delivery.
 //
 // The delivery is the consumer's ticket, an ephemeral node, with the offer
-// in the session's inbox: it lasts as long as the consumer's session. If
+// in the consumer's inbox, another: it lasts as long as the consumer's
+// session. If
 // the session ends before Ack, the item is delivered again to another
 // consumer; Done tells this consumer so, as early as the Session knows
 // (before the ensemble expires the session, when the Session gives itself
@@ -110,9 +111,10 @@ func (j *Job) Token() int64 { return j.token }
 
 // Guard returns a check to put first in conn.Multi(...): the multi
 // commits only while the item is as this delivery got it. It fails once
-// the item is acked, or offered to another consumer (every offer of an
-// item handed out before moves its version on): so a consumer that lost
-// its delivery and writes late is refused once the next delivery began.
+// the item is acked, or offered again (every offer of an item handed out
+// before moves its version on): so a consumer that lost its delivery and
+// writes late is refused once the next delivery began (not before: between
+// the loss and the next offer, or after a Nack, the check still passes).
 // It fences the job's writes to ZooKeeper itself; for other resources use
 // Token.
 func (j *Job) Guard() *zk.CheckVersionRequest {
@@ -124,9 +126,10 @@ func (j *Job) Guard() *zk.CheckVersionRequest {
 // closed by Ack or Nack.
 func (j *Job) Done() <-chan struct{} { return j.o.Lost() }
 
-// Ack removes the item for good, with its ticket (and its key), in one
-// multi. It returns an error wrapping ErrClaimLost if the delivery was lost
-// before the ack was sent (the item is then delivered again). Once called,
+// Ack removes the item for good, with its key, and with its ticket once
+// every job of the ticket is settled, in one multi. It returns an error
+// wrapping ErrClaimLost if the delivery was lost before the ack was sent
+// (the item is then delivered again). Once called,
 // the ack is sent, even if ctx had ended before the call, and goes on until
 // it is applied or the session is over: ctx bounds only the wait. If ctx
 // ends first, Ack returns an error wrapping ErrOutcomeUnknown and ctx's
@@ -135,7 +138,8 @@ func (j *Job) Done() <-chan struct{} { return j.o.Lost() }
 // again; which, only the queue can tell). Ack after Ack returns nil; Ack
 // after Nack or NackAfter, an error wrapping ErrSettled.
 //
-// Concurrent Acks of one Queue share multis (see Put), each failing alone.
+// Concurrent Acks of one Queue share multis (as Puts do), each failing
+// alone.
 func (j *Job) Ack(ctx context.Context) error { return j.ackTake(ctx) }
 
 // ack acks the job, in the acks' group; with want > 0, the same multi puts
@@ -267,8 +271,9 @@ func (q *Queue) ackBatch(batch []ackReq) []ackResult {
 func (j *Job) Nack(ctx context.Context) error { return j.nack(ctx, time.Now()) }
 
 // NackAfter gives the item back, as Nack does, but keeps it from every
-// consumer until d has passed (d > 0; measured by the clock of the client
-// that dispatches: keep clocks in sync): back off before a retry. Its place
+// consumer until d has passed (d > 0; this client's clock says when that
+// is, the dispatcher's when it has come: keep clocks in sync): back off
+// before a retry. Its place
 // in line is kept, so when d has passed it comes before everything put
 // after it. An item that has had WithMaxAttempts deliveries moves to the
 // dead-letter area now, as with Nack. Errors as for Ack.
@@ -318,9 +323,9 @@ func (q *Queue) givenBack(bucket int64, name string) (bool, error) {
 	return false, nil
 }
 
-// bury moves the item to dead/ with the claim's delete, in one multi; a
-// missing dead/ (never made, or reaped since) is made and the multi sent
-// again.
+// bury moves the item to dead/ with the ticket's delete (see closing), in
+// one multi; a missing dead/ (never made, or reaped since) is made and the
+// multi sent again.
 func (j *Job) bury(conn *zk.Conn) error {
 	closing := j.closing()
 	ops := j.q.buryOps(j.id, j.item, j.key, j.version, j.Attempt(), j.data, closing...)
@@ -352,7 +357,7 @@ func (j *Job) bury(conn *zk.Conn) error {
 // reaped between its creation and the multi.
 const maxDirTries = 8
 
-// gone maps a multi's failure to what the owner needs to know: the claim or
+// gone maps a multi's failure to what the owner needs to know: the delivery or
 // the item is gone or moved on (our own earlier try, or a loss), or
 // something else.
 func gone(_ int, err error) error {
@@ -362,7 +367,7 @@ func gone(_ int, err error) error {
 	return err
 }
 
-// settle releases the claim with fn, counting it with count once applied.
+// settle ends the delivery with fn, counting it with count once applied.
 func (j *Job) settle(ctx context.Context, op string, count func(), fn func(*zk.Conn) error) error {
 	err := j.o.ReleaseWith(ctx, op, func(conn *zk.Conn, _ bool) error {
 		err := fn(conn)
@@ -383,7 +388,7 @@ func (j *Job) settle(ctx context.Context, op string, count func(), fn func(*zk.C
 		return j.settle(context.Background(), op, count, fn)
 	case errors.Is(err, owner.ErrUnsettled):
 		// Sent, and the session ended before its answer: it may have
-		// landed, so the claim's loss is not wrapped; ErrClaimLost would
+		// landed, so the delivery's loss is not wrapped; ErrClaimLost would
 		// promise a redelivery that may never come.
 		return fmt.Errorf("fairqueue: %s %s: %w: %v", op, j.id, ErrOutcomeUnknown, err)
 	default:

@@ -72,11 +72,11 @@ func WithKey(key string) PutOption {
 }
 
 // WithDelay keeps the item out of consumers' reach until d has passed (d >
-// 0), measured by the clocks of the clients that look: keep them in sync.
-// Until then it waits in delayed/ and Put returns the id of that entry,
-// "d-..."; when it is due, the first consumer to look moves it to the end
-// of the queue, where it gets its queue id (Job.ID), so that no consumer
-// ever sees ids go backwards.
+// 0): the producer's clock says when it is due, the dispatcher's when that
+// time has come (keep clocks in sync). Until then it waits in delayed/ and
+// Put returns the id of that entry, "d-..."; when it is due, the queue's
+// dispatcher moves it to the end of the queue, where it gets its queue id
+// (Job.ID), so that no consumer ever sees ids go backwards.
 func WithDelay(d time.Duration) PutOption {
 	return func(o *putOptions) {
 		if d <= 0 {
@@ -89,7 +89,10 @@ func WithDelay(d time.Duration) PutOption {
 
 // Put appends data to the queue and returns the new item's id. Ids sort in
 // queue order, and are never reused while the queue holds anything (an item,
-// a claim, a waiting consumer or a dead letter).
+// a ticket, a consumer's inbox or a dead letter). Concurrent Puts of one
+// Queue share multis (group commit): one that comes while a multi is out
+// goes with the next, and an item whose key is taken is put again on its
+// own, without failing the others.
 //
 // If the outcome is unknown (the connection dropped, ctx ended mid-call),
 // the error wraps ErrOutcomeUnknown: the item may have been added, and Put

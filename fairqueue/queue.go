@@ -139,13 +139,17 @@ func (q *Queue) consume(ctx context.Context) error {
 // Close stops the Queue taking: it no longer stands as the queue's
 // dispatcher, and if it was dispatching, another taking Queue is elected
 // at once (a dispatcher that dies instead is replaced only once its
-// session has expired). Jobs taken before stay valid until settled; Takes
-// and Work in flight fail, and later ones fail at once, with errors
-// wrapping ErrClosed. Put and the other calls that do not take go on
-// working. Close waits for the dispatcher to stop, and removes the Queue's
-// inbox when nothing stands in it (else the last Job settled does), or
-// until ctx ends (the removal goes on: ctx bounds only the wait); it
-// returns nil, and nil again if called again.
+// session has expired). Its waiting tickets are dropped (an item offered
+// to one meanwhile is given back). Jobs taken before stay valid until
+// settled; Takes and Work in flight fail, and later ones fail at once,
+// with errors wrapping ErrClosed. Put and the other calls that do not take
+// go on working.
+//
+// Close waits for the dispatcher to stop and for the Queue's inbox to be
+// removed (when a Job is still unsettled, the last one settled removes
+// it), or until ctx ends: then it returns ctx's cause, and the removal
+// goes on (ctx bounds only the wait). Otherwise it returns nil, and nil
+// again if called again.
 func (q *Queue) Close(ctx context.Context) error {
 	q.mu.Lock()
 	if !q.closed {
@@ -253,7 +257,8 @@ func (q *Queue) listBuckets(ctx context.Context) ([]int64, error) {
 }
 
 // Len returns the number of pending items: put and neither acked, handed
-// out (offered to a consumer, and not given back) nor dead. It is a
+// out (offered to a consumer, and not given back) nor dead; an item put
+// WithDelay counts once it is due and moved into the queue. It is a
 // snapshot taken with one read per bucket and per consumer, not an atomic
 // count: with puts and takes in flight it may be off by those.
 func (q *Queue) Len(ctx context.Context) (int, error) {

@@ -22,8 +22,13 @@ import (
 //
 // Consumers are served in the order they called Take: each call puts a
 // ticket at the end of the line (ready/), and the dispatcher hands the
-// oldest free item to the oldest ticket. Take holds nothing ahead: its
-// ticket asks for one item, and only while Take waits. A consumer never
+// oldest free item to the oldest ticket. A ticket asks for one item, and
+// only while Take waits; but in a loop that acks and takes again at once,
+// the Ack's multi puts the next Take's ticket in line, so that the next
+// Take often finds its item offered already. Such a ticket that no Take
+// uses within 50 ms is withdrawn, and an item offered to it meanwhile is
+// given back (it counts as a delivery); a loop that does something else
+// between its Ack and its next Take stops making them. A consumer never
 // takes a lower id than it took before, except an item that came back
 // (Nack, NackAfter, a consumer gone), which Job.Attempt tells: above 1.
 //

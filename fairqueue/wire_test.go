@@ -70,12 +70,6 @@ func (m *sentMulti) has(op int32, path string) bool {
 	return false
 }
 
-// claims reports whether the multi starts with a create under claims/: a
-// claim (or several, made by one hand-out).
-func (m *sentMulti) claims() bool {
-	return len(m.ops) > 0 && m.ops[0].op == 1 && strings.Contains(m.ops[0].path, "/claims/")
-}
-
 type wireConn struct {
 	net.Conn
 	w          *wire

@@ -72,15 +72,18 @@ func WithBackoff(first, last time.Duration) WorkOption {
 // the session is over; it returns then, once every handler has returned,
 // with ctx's cause, an error wrapping ErrClosed, or the session's error.
 //
-// Work stands in line with one ticket per handler and per item held ahead,
-// and reads the items it is offered itself. A handler that finishes acks
-// its job and puts a ticket in line again, in one multi, shared with the
-// acks of the handlers that finish with it. A handler's error, or panic
-// (recovered, and logged with its stack), gives the job back with
-// NackAfter, held for the back-off (WithBackoff); a job delivered
-// WithMaxAttempts times goes to the dead letters instead. When Work stops,
-// a job whose handler is still running, and every item held ahead, is
-// given back at once.
+// Work stands in line with tickets for one item per handler and per item
+// held ahead, and reads the items it is offered unless their offers carry
+// them. A handler that finishes acks its job and puts a ticket for one more
+// item in line, in one multi, shared with the acks of the handlers that
+// finish with it. A handler's error, or panic (recovered, and logged with
+// its stack), gives the job back with NackAfter, held for the back-off
+// (WithBackoff); a job delivered WithMaxAttempts times goes to the dead
+// letters instead. When Work stops, it waits for the handlers still
+// running (their ctx ends with Work's): a job whose handler then returns
+// nil is acked, one whose handler failed is given back (at once if ctx
+// ended, else held for its back-off), and every item held ahead is given
+// back at once (at its WithMaxAttempts-th delivery, to the dead letters).
 func (q *Queue) Work(ctx context.Context, h Handler, opts ...WorkOption) error {
 	o := workOptions{handlers: 1, prefetch: 1, backoff: [2]time.Duration{time.Second, 5 * time.Minute}}
 	for _, opt := range opts {

@@ -182,7 +182,7 @@ func (p *queueDemo) consume(work, allAcked context.Context, name string, q *fair
 		}
 		err = job.Ack(work)
 		if errors.Is(err, fairqueue.ErrClaimLost) {
-			p.event(p.start, name, "lost   %-21s  its claim: the job will be delivered again", job.ID())
+			p.event(p.start, name, "lost   %-21s  its delivery: the job will be delivered again", job.ID())
 			continue
 		}
 		if err != nil {

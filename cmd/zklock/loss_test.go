@@ -80,7 +80,7 @@ func TestLossExits75(t *testing.T) {
 			tc.lose(t, srv, s, tc.verb, path, &processOf{cmd.Process.Pid})
 			cmd.Wait()
 			what := map[string]string{"run": "the lock on " + path, "lead": "leadership of " + path,
-				"queue take -once": "the claim on " + path + " item "}[tc.verb]
+				"queue take -once": "the delivery of " + path + " item "}[tc.verb]
 			checkLossReport(t, cmd.ProcessState.ExitCode(), stderr(cmd), what, tc.why)
 		})
 	}

@@ -154,7 +154,7 @@
 //	    settled as usual) or, with -timeout, until no item has come for D;
 //	    with -once it takes one item (waiting at most -timeout) and exits
 //	    with CMD's status. CMD runs in a process group of its own, as under
-//	    run. If the claim on the item is lost while it runs (session over,
+//	    run. If the item's delivery is lost while it runs (session over,
 //	    or its ticket in the queue's ready/ deleted), the group gets
 //	    SIGTERM, then SIGKILL -grace later, and zklock exits 75: the item
 //	    will be delivered again. A CMD that cannot be started ends the loop
@@ -284,7 +284,7 @@
 //	     queue take -once: no item came within -timeout
 //	75   run, lead: the lock or leadership was lost (session given up or
 //	     expired, node deleted) while held, CMD (or its process group)
-//	     running or not; queue take: the claim on the item was lost while
+//	     running or not; queue take: the item's delivery was lost while
 //	     CMD ran. Said on stderr in one line, "zklock: lost ... : why".
 //	126  run, lead, queue take: CMD could not be started
 //	127  run, lead, queue take: CMD was not found
@@ -551,7 +551,7 @@ Exit status:
          queue take -once: no item within -timeout
   75     run, lead: lock or leadership lost (session given up or expired,
          node deleted) while held, said on stderr in one line;
-         queue take: claim on the item lost while CMD ran
+         queue take: the item's delivery lost while CMD ran
   126    run, lead, queue take: CMD cannot be run
   127    run, lead, queue take: CMD not found
   128+N  interrupted by signal N while waiting for the lock, leadership,

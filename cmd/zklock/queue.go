@@ -90,7 +90,7 @@ func (c *cli) queueTake(args []string) (int, error) {
 	maxAttempts := fs.Int("max-attempts", defaultMaxAttempts, "move an item delivered `N` times, CMD failing each time, to the dead letters; 0: no limit")
 	backoff := fs.Duration("backoff", defaultBackoff, "hold an item CMD failed on back for `D` before it is delivered again, doubled on each further failure; 0: give it back at once")
 	maxBackoff := fs.Duration("max-backoff", defaultMaxBackoff, "the longest `D` an item is held back")
-	grace := fs.Duration("grace", 5*time.Second, "wait `D` between SIGTERM and SIGKILL to CMD's process group when the claim on the item is lost, or when CMD exits leaving processes in its group")
+	grace := fs.Duration("grace", 5*time.Second, "wait `D` between SIGTERM and SIGKILL to CMD's process group when the item's delivery is lost, or when CMD exits leaving processes in its group")
 	prefetch := fs.Int("prefetch", 0, "without -once, hold `N` items ahead of CMD, taken while it runs: their CMDs start sooner, but no other consumer gets them meanwhile")
 	if err := c.parse(fs, args, "queue take [-once] [-timeout D] [-max-attempts N] [-backoff D] [-max-backoff D] [-grace D] [-prefetch N] PATH -- CMD [ARGS...]"); err != nil {
 		return exitUsage, err
@@ -224,7 +224,7 @@ func (t *taker) loop(sigs <-chan os.Signal) (int, error) {
 			argv:  t.argv,
 			env:   t.jobEnv(job),
 			stdin: bytes.NewReader(job.Data()),
-			what:  fmt.Sprintf("the claim on %s item %s", t.path, job.ID()),
+			what:  fmt.Sprintf("the delivery of %s item %s", t.path, job.ID()),
 			grace: t.grace,
 			lost:  job.Done(),
 			err:   func() error { return t.claimErr(job) },
@@ -235,7 +235,7 @@ func (t *taker) loop(sigs <-chan os.Signal) (int, error) {
 			return exitLost, nil // reported when it happened
 		}
 		if err := t.settle(job, out.code); errors.Is(err, fairqueue.ErrClaimLost) {
-			fmt.Fprintf(t.stderr, "zklock: lost the claim on %s item %s: %s\n", t.path, job.ID(), lossCause(err))
+			fmt.Fprintf(t.stderr, "zklock: lost the delivery of %s item %s: %s\n", t.path, job.ID(), lossCause(err))
 			return exitLost, nil
 		} else if err != nil {
 			return exitFailure, err
@@ -258,7 +258,7 @@ func (t *taker) loop(sigs <-chan os.Signal) (int, error) {
 // back at once (they count as delivered: their Attempt is one higher).
 // A signal stops it while it waits for an item (status 0), and is
 // forwarded to CMD while one runs (then it stops once CMD exits); so does
-// -timeout with no item. A lost claim stops CMD and exits 75.
+// -timeout with no item. A lost delivery stops CMD and exits 75.
 func (t *taker) work(sigs <-chan os.Signal) (int, error) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
@@ -306,7 +306,7 @@ func (t *taker) work(sigs <-chan os.Signal) (int, error) {
 			argv:  t.argv,
 			env:   t.jobEnv(job),
 			stdin: bytes.NewReader(job.Data()),
-			what:  fmt.Sprintf("the claim on %s item %s", t.path, job.ID()),
+			what:  fmt.Sprintf("the delivery of %s item %s", t.path, job.ID()),
 			grace: t.grace,
 			lost:  job.Done(),
 			err:   func() error { return t.claimErr(job) },
@@ -328,7 +328,7 @@ func (t *taker) work(sigs <-chan os.Signal) (int, error) {
 			cancel(stop(exitOK))
 		}
 		if out.code == 0 || out.lost {
-			return nil // acked; or the claim is lost, and the ack fails
+			return nil // acked; or the delivery is lost, and the ack fails
 		}
 		// Work gives the item back (held as retry says: WithBackoff is
 		// its rule; at once when it is stopping) or, at -max-attempts,

@@ -306,7 +306,7 @@ func TestQueueTakeSignals(t *testing.T) {
 func TestQueueTakeClaimLost(t *testing.T) {
 	testLossStopsCMD(t, "queue take -once", func(addr, path string) {
 		run(t, addr, 0, "queue", "put", path, "job")
-	}, deliveryTicket, "lost the claim on ", "its ticket was deleted by another client")
+	}, deliveryTicket, "lost the delivery of ", "its ticket was deleted by another client")
 }
 
 // deliveryTicket returns the ticket of the one delivery under way in the

@@ -18,7 +18,7 @@ import (
 )
 
 // child is a CMD that zklock runs while it holds something: a lock, a
-// leadership, the claim on a queue's item.
+// leadership, the delivery of a queue's item.
 type child struct {
 	argv  []string
 	env   []string  // added to zklock's environment
