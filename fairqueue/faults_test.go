@@ -548,7 +548,6 @@ var (
 	aimInboxRead   = aim{name: "inbox read", op: zktest.OpGetData, under: "/consumers/", watch: true}
 	aimJobLook     = aim{name: "the job's look at its ticket", op: zktest.OpGetData, under: "/ready/", watch: true}
 	aimAck         = aim{name: "ack multi", op: zktest.OpDelete, under: "/items/b"}
-	aimHeld        = aim{name: "give-back multi (held/ create)", op: zktest.OpCreate, under: "/held/"}
 	aimHeldDir     = aim{name: "held/ container create", op: zktest.OpCreateContainer, under: "/held"}
 	aimItemRead    = aim{name: "item read", op: zktest.OpGetData, under: "/items/b"}
 	aimPut         = aim{name: "put multi", op: zktest.OpCheck, under: "/items/b"}
