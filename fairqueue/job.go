@@ -158,7 +158,12 @@ func (j *Job) ack(ctx context.Context, want int, kind byte, tag string) (string,
 		ticket = rs[0].ticket
 		return gone(rs[0].i, rs[0].err)
 	})
-	return ticket, err
+	if err != nil {
+		// settle may have returned while the ack goes on (ctx ended): the
+		// job's owner may still be writing ticket.
+		return "", err
+	}
+	return ticket, nil
 }
 
 // ackReq is a request to the acks' group: an Ack's ops, and a ticket of
