@@ -146,6 +146,27 @@ bench-queue: zk-up
 	bash interop/install.sh
 	cd bench && $(GO) run ./cmd/queuebench -zk $(ZK) $(BENCH_QUEUE_FLAGS)
 
+# The 4x4 comparison (fairqueue with Take and with Work, and the floor) and
+# the 64-consumer point of the curve, once, against a server that syncs its
+# transaction log to disk before it acknowledges a write (forceSync=yes),
+# for information beside bench-queue's figures: the servers zk-up and
+# zktest start, bench-queue's too, run with forceSync=no. The server is one
+# of its own, on ZK_FSYNC (not $(ZK): a server already there runs without
+# fsync), started by zk-up with ZK_FORCE_SYNC=yes (its files, the log
+# among them, on disk in /tmp/zkrecipes-zk-<port>) and stopped afterwards;
+# zk-up refuses a server that answers there and that it did not start with
+# forceSync=yes. The curve goes to bench/results/fsync. Like every
+# benchmark, under the machine's bench lock:
+#   flock /tmp/zkr-bench.lock make bench-queue-fsync
+ZK_FSYNC ?= 127.0.0.1:2189
+BENCH_QUEUE_FSYNC_FLAGS ?= -mode compare,scale -impls fairqueue,fairqueue.Work,floor -scale 64 -out results/fsync
+.PHONY: bench-queue-fsync
+bench-queue-fsync:
+	bash interop/install.sh
+	@trap 'bash "$(CURDIR)/scripts/zk-down.sh" $(ZK_FSYNC)' EXIT; trap 'exit 130' INT TERM; \
+	ZK_FORCE_SYNC=yes bash scripts/zk-up.sh $(ZK_FSYNC) && \
+	cd bench && $(GO) run ./cmd/queuebench -zk $(ZK_FSYNC) -fsync $(BENCH_QUEUE_FSYNC_FLAGS) $(BENCH_QUEUE_FLAGS)
+
 # A Go service sharing one lock path with Curator (Java) and with kazoo (Python).
 interop: zktest-version
 	bash interop/install.sh

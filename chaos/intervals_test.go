@@ -49,10 +49,36 @@ func TestIntervalEnds(t *testing.T) {
 			[]record.Event{ev(0, record.Mutex, record.Lost, 180, 10)},
 			true, LostHow, 180},
 	}
+	// Client 0 killed (reaped) at 155 ms, or at 120 ms: see the cases "killed".
+	deaths := map[string]int64{
+		"killed after the next grant, its release sent before it and unanswered":      155,
+		"killed after the next grant, never released":                                 155,
+		"killed before the next grant, its release unanswered":                        120,
+		"killed after the next grant, its release (unanswered) sent after that grant": 155,
+	}
+	cases = append(cases, []struct {
+		name    string
+		events  []record.Event
+		overlap bool
+		how     string
+		end     int64
+	}{
+		{"killed after the next grant, its release sent before it and unanswered",
+			[]record.Event{ev(0, record.Mutex, record.Release, 100, 10)}, false, Died, 100},
+		{"killed after the next grant, never released", nil, true, Died, 155},
+		{"killed before the next grant, its release unanswered",
+			[]record.Event{ev(0, record.Mutex, record.Release, 100, 10)}, false, Died, 100},
+		{"killed after the next grant, its release (unanswered) sent after that grant",
+			[]record.Event{ev(0, record.Mutex, record.Release, 152, 10)}, true, Died, 152},
+	}...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			evs := append([]record.Event{ev(0, record.Mutex, record.Grant, 0, 10), ev(1, record.Mutex, record.Grant, 150, 20)}, c.events...)
-			ls := Leases(evs, record.Mutex, nil, nil, 1000*ms)
+			var died map[[2]int]int64
+			if d, ok := deaths[c.name]; ok {
+				died = map[[2]int]int64{{0, 0}: d * ms}
+			}
+			ls := Leases(evs, record.Mutex, nil, died, 1000*ms)
 			if len(ls) != 2 {
 				t.Fatalf("%d leases", len(ls))
 			}

@@ -37,7 +37,11 @@ import (
 //     ended; the release goes on in the background) does not end the
 //     lease: its holder cannot know yet.
 //   - Failing those, when its process was killed (reaped: Died), or the end
-//     of the run (Running).
+//     of the run (Running). A killed process that had called Unlock (its
+//     release sent, no answer read before it died) ends it at R instead:
+//     it acted on the lease no more from R, and from its death it can be
+//     told nothing, so the moments in between are no holder's either. A
+//     grant to another before R still overlaps it.
 //
 // The library promises that a holder is told of a loss before anyone else
 // is granted the lock (the item): an overlap is that promise broken.
@@ -257,6 +261,9 @@ func (l *Lease) finish(ended map[int64]int64, pauses []Pause, deaths map[[2]int]
 	default:
 		if d, ok := deaths[[2]int{l.P, l.Inc}]; ok {
 			l.How, l.End = Died, d
+			if l.releaseAt != 0 && l.releaseAt < d {
+				l.End = l.releaseAt
+			}
 		} else {
 			l.How, l.End = Running, end
 		}

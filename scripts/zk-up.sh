@@ -16,9 +16,11 @@
 #     ZK_HOME / ZOOKEEPER_JAR as for package zktest), start a standalone
 #     server on that port, detached from this shell, with its files under
 #     ${ZK_UP_DIR:-/tmp/zkrecipes-zk-PORT}: zoo.cfg, data/, zookeeper.log,
-#     zookeeper.pid. Test settings: forceSync=no (no fsync),
-#     4lw.commands.whitelist=*, admin.enableServer=false,
-#     minSessionTimeout=1000.
+#     zookeeper.pid. Test settings: forceSync=no (no fsync; ZK_FORCE_SYNC=yes
+#     turns it on, for a benchmark's run with fsync: then zk-up starts a
+#     local server even where Docker runs, and refuses one that answers
+#     already unless it started it so), 4lw.commands.whitelist=*,
+#     admin.enableServer=false, minSessionTimeout=1000.
 #  4. Else, when root with apt-get: install Debian's zookeeper, then do 3.
 #  5. Else say how to get a ZooKeeper and exit 1.
 #
@@ -37,6 +39,8 @@ say() { printf 'zk-up: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
 
 case $port in '' | *[!0-9]*) die "bad address '$addr': want host:port" ;; esac
+force_sync=${ZK_FORCE_SYNC:-no}
+case $force_sync in yes | no) ;; *) die "ZK_FORCE_SYNC=$force_sync: want yes or no" ;; esac
 
 # fourletter CMD: print the server's reply to a four-letter word (bash's
 # /dev/tcp, so no nc needed), within 3 seconds.
@@ -57,7 +61,20 @@ wait_serving() {
 	done
 }
 
+# started_so: the server of $dir/zookeeper.pid runs, on $dir/zoo.cfg, and
+# that file says forceSync=$force_sync (a zoo.cfg left behind by a server
+# gone is no evidence about the one that answers now).
+started_so() {
+	local pid
+	pid=$(cat "$dir/zookeeper.pid" 2>/dev/null) || return 1
+	[[ -r /proc/$pid/cmdline ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "QuorumPeerMain $dir/zoo.cfg" &&
+		grep -qx "forceSync=$force_sync" "$dir/zoo.cfg"
+}
+
 if answers; then
+	if [[ -n ${ZK_FORCE_SYNC:-} ]] && ! started_so; then
+		die "a ZooKeeper answers at $addr, and zk-up did not start it with forceSync=$force_sync ($dir/zoo.cfg): stop it (scripts/zk-down.sh $addr) or use another address"
+	fi
 	say "ZooKeeper already answers at $addr; nothing to do"
 	exit 0
 fi
@@ -99,7 +116,9 @@ compose_undo() {
 # Why zk-up runs a local server, when it does.
 why_local="no Docker engine runs"
 ports=("${ZK1_PORT:-2181}" "${ZK2_PORT:-2182}" "${ZK3_PORT:-2183}")
-if ! docker_runs; then
+if [[ -n ${ZK_FORCE_SYNC:-} ]]; then
+	why_local="ZK_FORCE_SYNC=$force_sync asks for a server of zk-up's own settings"
+elif ! docker_runs; then
 	:
 elif [[ $port != "${ports[0]}" ]]; then
 	why_local="Docker runs, but docker-compose.yml puts its first member at 127.0.0.1:${ports[0]}, not $addr (ZK1_PORT moves it)"
@@ -185,6 +204,8 @@ logfile=$dir/zookeeper.log
 if [[ -f $pidfile ]]; then
 	pid=$(<"$pidfile")
 	if [[ -r /proc/$pid/cmdline ]] && grep -q QuorumPeerMain "/proc/$pid/cmdline" 2>/dev/null; then
+		[[ -z ${ZK_FORCE_SYNC:-} ]] || started_so ||
+			die "the server zk-up started (pid $pid) does not run with forceSync=$force_sync ($dir/zoo.cfg): stop it (scripts/zk-down.sh $addr) or use another address"
 		say "the server zk-up started (pid $pid) runs but does not answer yet; waiting"
 		wait_serving 60 || die "pid $pid does not serve at $addr; see $logfile, or run scripts/zk-down.sh"
 		say "ZooKeeper ready at $addr"
@@ -206,8 +227,9 @@ minSessionTimeout=1000
 maxSessionTimeout=60000
 4lw.commands.whitelist=*
 admin.enableServer=false
-# No fsync of the transaction log: fast, and fine for tests.
-forceSync=no
+# forceSync=no: no fsync of the transaction log: fast, and fine for tests
+# (ZK_FORCE_SYNC=yes: each write on disk before it is acknowledged).
+forceSync=$force_sync
 maxClientCnxns=0
 snapshot.trust.empty=true
 EOF

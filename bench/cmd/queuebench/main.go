@@ -41,6 +41,14 @@
 // per item, and writes the curve to -out/queue-scaling.csv and
 // -out/queue-scaling.png.
 //
+// -fsync says that the server syncs its transaction log to disk before it
+// acknowledges a write (forceSync=yes), which the servers of
+// scripts/zk-up.sh and package zktest do not (forceSync=no), and the output
+// says so. The flag labels the output only; the server's configuration is
+// what makes it true: make bench-queue-fsync starts a server of its own
+// with forceSync=yes and runs the 4x4 comparison and the 64-consumer point
+// on it, with -fsync.
+//
 //	go run ./cmd/queuebench -zk 127.0.0.1:2181 -rounds 5 -d 5s -scale 1,4,16,64
 //	go run ./cmd/queuebench -mode compare,scale -impls fairqueue,fairqueue.Work,floor -scale 64
 //	go run ./cmd/queuebench -quick   # 2 rounds of 3s, scaling 1,4
@@ -83,6 +91,7 @@ type config struct {
 	scaleImpls     []queue.Impl
 	out            string
 	kazooPoll      time.Duration
+	fsync          bool
 }
 
 func main() {
@@ -106,6 +115,7 @@ func main() {
 	workBatch := flag.Int("work-batch", 100, "mode work: items per PutMany of each producer")
 	workConsumers := flag.Int("work-consumers", 16, "mode work: consumers (sessions), each running Work (16: issue 25's gate, as the dispatcher probe measured it)")
 	prefetch := flag.Int("prefetch", queue.DefaultPrefetch, "items each fairqueue Work holds ahead of its handlers (WithPrefetch), wherever Work runs; -1: Work's default")
+	fsync := flag.Bool("fsync", false, "the server runs with forceSync=yes: say so in the output (a label: the server's configuration makes it true; see make bench-queue-fsync)")
 	workBacklog := flag.Int("work-backlog", 2000, "mode work: items the producers keep pending")
 	out := flag.String("out", "results", "directory for queue-scaling.csv and queue-scaling.png")
 	quick := flag.Bool("quick", false, "a short try: -rounds 2 -warmup 1s -d 3s -scale 1,4 -scale-rounds 1 -out results/quick, where not set")
@@ -123,7 +133,7 @@ func main() {
 	}
 
 	c := config{servers: servers(), rounds: *rounds, work: *work, scaleProducers: *scaleProducers,
-		scaleBacklog: *scaleBacklog, scaleRounds: *scaleRounds, out: *out, kazooPoll: *kazooPoll,
+		scaleBacklog: *scaleBacklog, scaleRounds: *scaleRounds, out: *out, kazooPoll: *kazooPoll, fsync: *fsync,
 		loop: queue.Loop{Producers: *producers, Consumers: *consumers, Warmup: *warmup, Duration: *d, Payload: *payload, Prefetch: *prefetch}}
 	var err error
 	for m := range strings.SplitSeq(*mode, ",") {
@@ -177,6 +187,11 @@ func run(ctx context.Context, c config) (err error) {
 	defer func() { err = errors.Join(err, b.Close()) }()
 	b.KazooPoll = c.kazooPoll
 	fmt.Printf("ZooKeeper %s; GOMAXPROCS=%d, %s; %d CPUs\n", strings.Join(c.servers, ","), runtime.GOMAXPROCS(0), runtime.Version(), runtime.NumCPU())
+	if c.fsync {
+		fmt.Println("The server's fsync is ON (forceSync=yes, -fsync): each write is on disk before it is acknowledged")
+	} else {
+		fmt.Println("The server's fsync is off (forceSync=no, as scripts/zk-up.sh and zktest start servers; -fsync labels a run against one with forceSync=yes)")
+	}
 	prefetch := "Work's default"
 	if c.loop.Prefetch != queue.DefaultPrefetch {
 		prefetch = strconv.Itoa(c.loop.Prefetch)
