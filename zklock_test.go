@@ -276,7 +276,9 @@ func TestReleaseMeetsExpiryDeletion(t *testing.T) {
 				j, err := qa.Take(ctx)
 				require.NoError(t, err)
 				return holding{
-					watched: path + "/claims/",
+					// a's inbox, where its delivery is written, watched by
+					// a's reader.
+					watched: path + "/consumers/",
 					takeOver: func(ctx context.Context) error {
 						jb, err := qb.Take(ctx)
 						if err != nil {
@@ -288,7 +290,11 @@ func TestReleaseMeetsExpiryDeletion(t *testing.T) {
 						return jb.Ack(ctx)
 					},
 					release: j.Ack,
-					left:    func(t *testing.T) []string { return queueLeft(t, b.Conn(), path) },
+					left: func(t *testing.T) []string {
+						// b's inbox and election node go with its Queue.
+						require.NoError(t, qb.Close(context.Background()))
+						return queueLeft(t, b.Conn(), path)
+					},
 				}
 			},
 			check: func(t *testing.T, err error) {
@@ -390,9 +396,9 @@ func TestReleaseMeetsExpiryDeletion(t *testing.T) {
 	}
 }
 
-// queueLeft lists what a queue at p holds: items, claims, consumers in
-// line, dead letters, held-back items and keys (its directories are
-// containers, which the server reaps once empty).
+// queueLeft lists what a queue at p holds: items, tickets, inboxes,
+// dispatcher candidates, dead letters, held-back items and keys (its
+// directories are containers, which the server reaps once empty).
 func queueLeft(t *testing.T, c *zk.Conn, p string) []string {
 	var out []string
 	children := func(dir string) []string {
@@ -406,7 +412,7 @@ func queueLeft(t *testing.T, c *zk.Conn, p string) []string {
 		}
 		return names
 	}
-	for _, d := range []string{"claims", "line", "dead", "held", "delayed", "keys"} {
+	for _, d := range []string{"ready", "consumers", "dispatch", "dead", "held", "delayed", "keys"} {
 		out = append(out, children(p+"/"+d)...)
 	}
 	for _, bucket := range children(p + "/items") {
