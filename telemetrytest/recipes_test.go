@@ -98,9 +98,13 @@ func TestTelemetry(t *testing.T) {
 		"zkrecipes.outcome=acquired,zkrecipes.recipe=mutex":                             2,
 		"zkrecipes.outcome=canceled,zkrecipes.recipe=mutex,error.type=context.Canceled": 1,
 		"zkrecipes.outcome=acquired,zkrecipes.recipe=semaphore":                         1,
+		// The queue's dispatcher, elected among the Queues that take.
+		"zkrecipes.outcome=acquired,zkrecipes.recipe=election": 1,
 	}, points["zkrecipes.lock.wait.duration"])
-	require.Equal(t, map[string]float64{"zkrecipes.recipe=mutex": 2, "zkrecipes.recipe=semaphore": 1}, points["zkrecipes.lock.lease.duration"])
-	require.Equal(t, map[string]float64{"zkrecipes.reason=deleted,zkrecipes.recipe=mutex": 1}, points["zkrecipes.lock.lease.lost"])
+	require.Equal(t, map[string]float64{"zkrecipes.recipe=mutex": 2, "zkrecipes.recipe=semaphore": 1, "zkrecipes.recipe=election": 1}, points["zkrecipes.lock.lease.duration"])
+	require.Equal(t, map[string]float64{"zkrecipes.reason=deleted,zkrecipes.recipe=mutex": 1,
+		"zkrecipes.reason=session,zkrecipes.recipe=election": 1}, // the dispatcher's, as s closes
+		points["zkrecipes.lock.lease.lost"])
 	require.Equal(t, map[string]float64{"zkrecipes.reason=closed": 1}, points["zkrecipes.session.ended"])
 	require.Equal(t, map[string]float64{"": 2}, points["zkrecipes.queue.item.put"])
 	require.Equal(t, map[string]float64{"": 1}, points["zkrecipes.queue.job.acked"])
@@ -120,7 +124,7 @@ func TestTelemetry(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, map[string]int{"zklock.Mutex.Lock": 3, "zklock.Semaphore.Acquire": 1, "fairqueue.Queue.Take": 3}, names)
+	require.Equal(t, map[string]int{"zklock.Mutex.Lock": 3, "zklock.Semaphore.Acquire": 1, "fairqueue.Queue.Take": 3, "zklock.Election.Campaign": 1}, names)
 	require.Equal(t, 2, waited, "the first and the canceled Lock waited in line")
 }
 
@@ -198,13 +202,13 @@ func TestTelemetryErrors(t *testing.T) {
 	// go-zookeeper v1.0.4 races with itself (under -race) when a
 	// connection closes under a request whose reply it is decoding.
 	require.Eventually(t, func() bool {
-		line, _, err := other.Conn().Children(p + "/queue/line")
-		if err != nil || len(line) != 1 {
+		tickets, _, err := other.Conn().Children(p + "/queue/ready")
+		if err != nil || len(tickets) != 1 {
 			return false
 		}
 		watches, err := zktest.FourLetter(srv.Addr(), "wchc")
 		return err == nil && strings.Contains(watches, fmt.Sprintf("0x%x", s.ID()))
-	}, 10*time.Second, 5*time.Millisecond, "the Take waits in line on a watch")
+	}, 10*time.Second, 5*time.Millisecond, "the Take waits, its ticket in line, on a watch")
 	time.Sleep(100 * time.Millisecond)
 	require.NoError(t, s.Close())
 	require.ErrorIs(t, <-taken, zkrecipes.ErrClosed)
@@ -213,6 +217,8 @@ func TestTelemetryErrors(t *testing.T) {
 	require.Equal(t, map[string]float64{
 		"zkrecipes.outcome=error,zkrecipes.recipe=mutex,error.type=zklock.ErrPathInUse": 1,
 		"zkrecipes.outcome=busy,zkrecipes.recipe=mutex":                                 1,
+		// The queue's dispatcher: the Take's Queue is the only one that takes.
+		"zkrecipes.outcome=acquired,zkrecipes.recipe=election": 1,
 	}, points["zkrecipes.lock.wait.duration"])
 	require.Equal(t, map[string]float64{"zkrecipes.outcome=error,error.type=zkrecipes.ErrClosed": 1}, points["zkrecipes.queue.take.wait.duration"])
 
@@ -240,6 +246,7 @@ func TestTelemetryErrors(t *testing.T) {
 	require.Equal(t, []result{
 		{codes.Error, "error", "zklock.ErrPathInUse"},
 		{codes.Unset, "busy", ""},
+		{codes.Unset, "acquired", ""}, // the dispatcher's election, won while the Take waits
 		{codes.Error, "error", "zkrecipes.ErrClosed"},
 	}, got)
 	noNodesLeft(t, srv.Addrs(), p+"/mixed")
