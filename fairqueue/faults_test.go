@@ -2003,6 +2003,51 @@ func TestFaultTwoTakesShareNoDelivery(t *testing.T) {
 	}
 }
 
+// Both faults at once, on a Take: its ticket create is cut (its reply
+// lost, or the create cut after or before it was written), and the client
+// is kept from reconnecting until the Take's ctx ends while it looks for
+// its ticket by tag. The Take returns ctx's error; once the client is back,
+// the ticket it may have left in line is dropped, for no Take waits on it:
+// an item offered to it would stay there until the session ends. The queue
+// is left clean, and the next Take gets the next item put, as its first
+// delivery.
+func TestFaultTakeGivesUpItsTicketUnknown(t *testing.T) {
+	srv := setup(t)
+	d := &zktest.Dropper{}
+	s := d.Connect(t, srv.Addrs())
+	other := connect(t, srv.Addrs())
+	for _, mode := range []zktest.Mode{zktest.LoseReply, zktest.AfterWrite, zktest.BeforeWrite} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Cleanup(func() { d.Disarm(); d.Resume() })
+			e := env{d: d, s: s, other: other, addrs: srv.Addrs(), p: queuePath(t, srv.Addrs())}
+			ctx := bg(t, 2*time.Minute)
+			e.elect(t, ctx, other)
+			q := fq(t, s, e.p)
+			e.warm(t, ctx, q)
+			f := &fault{aim: aimTicket, mode: mode}
+			d.Pause()
+			f.armDrop(e)
+			tctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			got := goTake(tctx, q)
+			require.True(t, fired(d, f.base+f.want, liveWait), "the ticket create was cut")
+			// A moment for the Take to learn of the cut and look for its
+			// ticket, which it cannot while the client is away.
+			time.Sleep(200 * time.Millisecond)
+			if mode == zktest.LoseReply {
+				require.Len(t, e.tickets(t, q), 1, "the ticket create whose reply was lost landed")
+			}
+			cancel()
+			time.Sleep(50 * time.Millisecond)
+			d.Resume()
+			r := recv(t, got, "the Take that gave up")
+			require.True(t, isCtxErr(r.err), "the Take that gave up: %v", r.err)
+			hit := f.done(e, dropWait)
+			finish(t, ctx, e, f, "Take", hit)
+		})
+	}
+}
+
 // Both faults at once, on an Ack: its ctx ends (here before the call) while
 // its connection is cut and the client is kept from reconnecting. While it
 // is in flight, a Nack is refused at once with ErrSettled ("or is being

@@ -125,8 +125,8 @@ func firstJob(js []*Job) *Job {
 // want puts a ticket of ours for n items in line, in one multi shared
 // with the Acks of the moment (see group), and has its answer sent to
 // answers. A multi whose reply was lost is looked for by the ticket's tag;
-// one given up as ctx ended has its ticket dropped once its outcome is
-// known.
+// one given up as ctx ended, in flight or while looked for, has its ticket
+// dropped once its outcome is known.
 func (q *Queue) want(ctx context.Context, n int, kind byte, answers chan<- answer) (string, error) {
 	tag := newTag()
 	req := ackReq{want: n, kind: kind, tag: tag}
@@ -148,15 +148,19 @@ func (q *Queue) want(ctx context.Context, n int, kind byte, answers chan<- answe
 		}
 		name, err := rs[0].ticket, rs[0].err
 		if session.IsConnErr(err) {
-			// It may have landed: look.
-			var names []string
-			names, err = q.tagged(ctx, tag)
-			if err == nil && len(names) == 0 {
+			// It may have landed: look. A look given up (ctx ended while
+			// the client was away) leaves it unknown: dropped once the
+			// client is back, or it would stand in line for no Take, and
+			// an item offered to it would wait until the session ends.
+			names, lerr := q.tagged(ctx, tag)
+			switch {
+			case lerr != nil:
+				q.s.Cleanup("ticket given up in "+q.ready, func() error { return q.dropTagged(tag) })
+				return "", lerr
+			case len(names) == 0:
 				continue // it did not: send it again
 			}
-			if err == nil {
-				name = names[0]
-			}
+			name, err = names[0], nil
 		}
 		switch {
 		case err == nil:
