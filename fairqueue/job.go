@@ -334,28 +334,38 @@ func (q *Queue) givenBack(bucket int64, name string) (bool, error) {
 func (j *Job) bury(conn *zk.Conn) error {
 	closing := j.closing()
 	ops := j.q.buryOps(j.id, j.item, j.key, j.version, j.Attempt(), j.data, closing...)
+	i, err := j.q.multiIn(conn, j.q.dead, "move "+j.id+" to dead letters", ops)
+	if err == nil {
+		j.q.log.Info("fairqueue: item moved to dead letters", "id", j.id, "attempts", j.Attempt())
+	}
+	if i == len(closing) && errors.Is(err, zk.ErrNodeExists) {
+		// Its dead letter exists (ids are never reused): buried, by a
+		// try of ours whose answer was lost with the connection (without
+		// the ticket's delete, which other Jobs share, nothing else in
+		// the multi fails then).
+		return owner.ErrGone
+	}
+	return gone(i, err)
+}
+
+// multiIn sends ops in one multi; when their create in dir finds dir
+// missing (never made, or reaped since), it makes dir and sends them
+// again. It returns the index of the op that failed and its error.
+func (q *Queue) multiIn(conn *zk.Conn, dir, what string, ops []any) (int, error) {
 	for range maxDirTries {
 		i, err := znode.MultiErr(conn.Multi(ops...))
-		if i == len(closing) && errors.Is(err, zk.ErrNoNode) {
-			if _, err := conn.CreateContainer(j.q.dead, nil, zk.FlagContainer, j.q.acl); err != nil &&
-				!errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, zk.ErrNoNode) {
-				return err
-			}
-			continue
+		if i < 0 || !errors.Is(err, zk.ErrNoNode) {
+			return i, err
 		}
-		if err == nil {
-			j.q.log.Info("fairqueue: item moved to dead letters", "id", j.id, "attempts", j.Attempt())
+		if c, ok := ops[i].(*zk.CreateRequest); !ok || path.Dir(c.Path) != dir {
+			return i, err
 		}
-		if i == len(closing) && errors.Is(err, zk.ErrNodeExists) {
-			// Its dead letter exists (ids are never reused): buried,
-			// by a try of ours whose answer was lost with the
-			// connection (without the ticket's delete, which other Jobs
-			// share, nothing else in the multi fails then).
-			return owner.ErrGone
+		if _, err := conn.CreateContainer(dir, nil, zk.FlagContainer, q.acl); err != nil &&
+			!errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, zk.ErrNoNode) {
+			return -1, err
 		}
-		return gone(i, err)
 	}
-	return fmt.Errorf("move %s to dead letters: %s keeps vanishing", j.id, j.q.dead)
+	return -1, fmt.Errorf("%s: %s keeps vanishing", what, dir)
 }
 
 // maxDirTries bounds the retries of a multi whose directory keeps being

@@ -280,28 +280,10 @@ func (q *Queue) ticketDelete(ticket string) *zk.DeleteRequest {
 	return &zk.DeleteRequest{Path: q.ready + "/" + ticket, Version: -1}
 }
 
-func opAt(ops []any, i int) any {
-	if i < 0 || i >= len(ops) {
-		return nil
-	}
-	return ops[i]
-}
-
 // sendBack sends a multi of backOps, making held/ when it is missing. It
 // returns the index of the op that failed and its error.
 func (q *Queue) sendBack(ops []any) (int, error) {
-	for range maxDirTries {
-		i, err := znode.MultiErr(q.s.Conn().Multi(ops...))
-		if c, ok := opAt(ops, i).(*zk.CreateRequest); ok && strings.HasPrefix(c.Path, q.held+"/") && errors.Is(err, zk.ErrNoNode) {
-			if _, err := q.s.Conn().CreateContainer(q.held, nil, zk.FlagContainer, q.acl); err != nil &&
-				!errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, zk.ErrNoNode) {
-				return -1, err
-			}
-			continue
-		}
-		return i, err
-	}
-	return -1, fmt.Errorf("give back: %s keeps vanishing", q.held)
+	return q.multiIn(q.s.Conn(), q.held, "give back", ops)
 }
 
 // jobs reads the items of a ticket's answer (at once: the client
