@@ -349,10 +349,15 @@ func (d *dispatcher) readItems(ctx context.Context) {
 			return func() error {
 				it.reading = false
 				switch {
-				case errors.Is(err, zk.ErrNoNode):
-					it.data, it.read = nil, false
-				case err != nil:
+				case err != nil && !errors.Is(err, zk.ErrNoNode):
 					return d.ended(ctx, err)
+				case it.ticket != nil:
+					// Handed out while this read was out, its offer
+					// without the payload: the view keeps no data of an
+					// item held, and one given back is read again.
+					return nil
+				case err != nil:
+					it.data, it.read = nil, false
 				default:
 					it.data, it.version, it.read = n.Data, n.Stat.Version, true
 				}
@@ -750,9 +755,9 @@ func (d *dispatcher) gone(t *ticket) {
 
 // toRead returns the items whose data the next hand-out needs, not read
 // nor being read: those that came back, near the head of free; those of
-// consumers gone; and the next few free ones (readAhead), whose offers
-// then carry their payloads: a consumer that waits for one item at a time
-// gets it a round trip sooner. Beyond those, in a big round, consumers
+// consumers gone; and the next few free ones (readAhead) past those the
+// tickets waiting will take, whose offers then carry their payloads: a
+// consumer that waits for one item at a time gets it a round trip sooner. Beyond those, in a big round, consumers
 // read their items themselves, so that the dispatcher's session does not
 // read for everyone.
 func (d *dispatcher) toRead() []*item {
@@ -762,8 +767,14 @@ func (d *dispatcher) toRead() []*item {
 			out = append(out, it)
 		}
 	}
+	// Not those the tickets waiting will be handed before a read could
+	// come back (their offers would go without the payloads).
+	skip := 0
+	for _, t := range d.ready {
+		skip += t.want
+	}
 	for i, it := range d.free[:min(len(d.free), maxRound)] {
-		if !it.read && !it.reading && (it.again || i < readAhead) {
+		if !it.read && !it.reading && (it.again || i >= skip && i < skip+readAhead) {
 			out = append(out, it)
 		}
 	}

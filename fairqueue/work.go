@@ -23,7 +23,13 @@ type WorkOption func(*workOptions)
 type workOptions struct {
 	handlers, prefetch int
 	backoff            [2]time.Duration
+	lotLinger          time.Duration
 	errs               []error
+}
+
+// withLotLinger sets how long an ack waits for its lot (tests).
+func withLotLinger(d time.Duration) WorkOption {
+	return func(o *workOptions) { o.lotLinger = d }
 }
 
 // WithHandlers runs n handlers at once (n >= 1), all on the Queue's
@@ -74,9 +80,11 @@ func WithBackoff(first, last time.Duration) WorkOption {
 //
 // Work stands in line with tickets for one item per handler and per item
 // held ahead, and reads the items it is offered unless their offers carry
-// them. A handler that finishes acks its job and puts a ticket for one more
-// item in line, in one multi, shared with the acks of the handlers that
-// finish with it. A handler's error, or panic (recovered, and logged with
+// them. Acks go in lots of half of those credits (one at a time with the
+// default one handler and one item ahead): a finished job's ack waits, at
+// most 10ms, for the lot's others, and one multi acks them all and puts a
+// ticket in line for as many items, so that Work is handed out, and reads
+// its offers, once per lot. A handler's error, or panic (recovered, and logged with
 // its stack), gives the job back with NackAfter, held for the back-off
 // (WithBackoff); a job delivered WithMaxAttempts times goes to the dead
 // letters instead. When Work stops, it waits for the handlers still
@@ -85,7 +93,7 @@ func WithBackoff(first, last time.Duration) WorkOption {
 // ended, else held for its back-off), and every item held ahead is given
 // back at once (at its WithMaxAttempts-th delivery, to the dead letters).
 func (q *Queue) Work(ctx context.Context, h Handler, opts ...WorkOption) error {
-	o := workOptions{handlers: 1, prefetch: 1, backoff: [2]time.Duration{time.Second, 5 * time.Minute}}
+	o := workOptions{handlers: 1, prefetch: 1, backoff: [2]time.Duration{time.Second, 5 * time.Minute}, lotLinger: lotLinger}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -99,7 +107,7 @@ func (q *Queue) Work(ctx context.Context, h Handler, opts ...WorkOption) error {
 		return fmt.Errorf("fairqueue: work: %w", err)
 	}
 	credits := o.handlers + o.prefetch
-	w := &worker{q: q, o: o, answers: make(chan answer, credits), waiting: map[string]bool{}}
+	w := &worker{q: q, o: o, answers: make(chan answer, credits), waiting: map[string]bool{}, lotSize: max(1, credits/2)}
 	w.stand(ctx, credits, "")
 	jobs := make(chan *Job, credits)
 	var wg, settling sync.WaitGroup
@@ -119,6 +127,7 @@ func (q *Queue) Work(ctx context.Context, h Handler, opts ...WorkOption) error {
 	}
 	close(jobs)
 	wg.Wait()
+	w.flush() // the acks still waiting for their lot
 	settling.Wait()
 	w.leave()
 	if errors.Is(err, context.Cause(ctx)) {
@@ -127,8 +136,8 @@ func (q *Queue) Work(ctx context.Context, h Handler, opts ...WorkOption) error {
 	return fmt.Errorf("fairqueue: work: %w", err)
 }
 
-// worker is Work's state: its tickets waiting for an offer, and where
-// their offers go.
+// worker is Work's state: its tickets waiting for an offer, where their
+// offers go, and the acks waiting to go out together.
 type worker struct {
 	q       *Queue
 	o       workOptions
@@ -136,7 +145,20 @@ type worker struct {
 	mu      sync.Mutex
 	waiting map[string]bool
 	stopped bool
+
+	// Acks go out in lots: one multi acks lotSize jobs (half of Work's
+	// credits) and puts one ticket in line for as many items, so that the
+	// dispatcher hands out, and the consumer reads its inbox, once per lot
+	// and not once per job. An ack waits for its lot at most lotLinger:
+	// meanwhile the other half of the credits stands in line.
+	lotSize int
+	lot     chan struct{} // closed when the acks waiting go out
+	inLot   int
+	linger  *time.Timer
 }
+
+// lotLinger bounds how long a finished job's ack waits for its lot.
+const lotLinger = 10 * time.Millisecond
 
 // loop turns the offers into jobs for the handlers until Work stops, and
 // says why it did.
@@ -235,6 +257,7 @@ func (w *worker) settle(ctx context.Context, j *Job, herr error) {
 	again := ctx.Err() == nil
 	switch {
 	case herr == nil && again:
+		w.awaitLot()
 		tag := newTag()
 		name, err := j.ack(bg, 1, kindWork, tag)
 		if err == nil && name == "" { // the ack's reply was lost
@@ -260,6 +283,38 @@ func (w *worker) settle(ctx context.Context, j *Job, herr error) {
 	}
 	if again {
 		w.stand(ctx, 1, "")
+	}
+}
+
+// awaitLot waits until the ack of a finished job may go: when its lot is
+// full, or lotLinger after the lot's first ack.
+func (w *worker) awaitLot() {
+	if w.lotSize == 1 {
+		return
+	}
+	w.mu.Lock()
+	if w.lot == nil {
+		w.lot = make(chan struct{})
+		w.linger = time.AfterFunc(w.o.lotLinger, w.flush)
+	}
+	lot := w.lot
+	w.inLot++
+	full := w.inLot >= w.lotSize
+	w.mu.Unlock()
+	if full {
+		w.flush()
+	}
+	<-lot
+}
+
+// flush lets the acks waiting for their lot go.
+func (w *worker) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.lot != nil {
+		w.linger.Stop()
+		close(w.lot)
+		w.lot, w.inLot = nil, 0
 	}
 }
 

@@ -166,6 +166,71 @@ func TestWorkStopsAndGivesBack(t *testing.T) {
 	require.Empty(t, names(t, other, p+"/ready"))
 }
 
+// Work acks in lots of half its credits: a finished job's ack waits for
+// the lot's other job, and both go out once it is done; when Work stops,
+// an ack still waiting for its lot is sent (nothing finished is left
+// unacked), and a job whose handler ended with Work is given back.
+func TestWorkAcksInLots(t *testing.T) {
+	srv := setup(t)
+	p := queuePath(t, srv.Addrs())
+	ctx := bg(t, 60*time.Second)
+	q := fq(t, connect(t, srv.Addrs()), p)
+	other := connect(t, srv.Addrs())
+	producer := fq(t, other, p)
+	jobs := []string{"0", "1", "2", "3"}
+	var batch [][]byte
+	release := map[string]chan struct{}{}
+	for _, d := range jobs {
+		batch = append(batch, []byte(d))
+		release[d] = make(chan struct{})
+	}
+	_, err := producer.PutMany(ctx, batch)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	item := map[string]string{} // a job's data: its item's path
+	started := make(chan struct{}, len(jobs))
+	stop := work(t, ctx, q, func(ctx context.Context, j *fairqueue.Job) error {
+		mu.Lock()
+		item[string(j.Data())] = j.Guard().Path
+		mu.Unlock()
+		started <- struct{}{}
+		select {
+		case <-release[string(j.Data())]:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, fairqueue.WithHandlers(4), fairqueue.WithPrefetch(0), fairqueue.WithLotLinger(time.Hour),
+		fairqueue.WithBackoff(time.Hour, time.Hour))
+	for range jobs {
+		recv(t, started, "the jobs to start")
+	}
+	acked := func(d string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		ok, _, err := other.Conn().Exists(item[d])
+		require.NoError(t, err)
+		return !ok
+	}
+	close(release["0"])
+	require.Never(t, func() bool { return acked("0") }, 300*time.Millisecond, 10*time.Millisecond,
+		"job 0 acked alone: a lot is 2 jobs (4 handlers, nothing ahead)")
+	close(release["1"])
+	require.Eventually(t, func() bool { return acked("0") && acked("1") }, liveWait, 5*time.Millisecond,
+		"the lot of jobs 0 and 1 acked")
+	close(release["2"])
+	require.Never(t, func() bool { return acked("2") }, 300*time.Millisecond, 10*time.Millisecond,
+		"job 2 acked alone")
+	require.ErrorIs(t, stop(), context.Canceled)
+	require.True(t, acked("2"), "job 2's ack, waiting for its lot, sent when Work stopped")
+	require.False(t, acked("3"), "job 3, whose handler ended with Work, acked")
+	j := takeWithin(t, producer, other, p, "job 3 given back")
+	require.Equal(t, "3", string(j.Data()))
+	require.Equal(t, 2, j.Attempt())
+	require.NoError(t, j.Ack(ctx))
+	require.Empty(t, names(t, other, p+"/ready"))
+}
+
 // A handler whose job's claim is lost sees its ctx end, with ErrClaimLost.
 func TestWorkHandlerSeesClaimLost(t *testing.T) {
 	srv := setup(t)

@@ -3,6 +3,7 @@ package batch
 
 import (
 	"context"
+	"runtime"
 	"sync"
 )
 
@@ -87,6 +88,9 @@ func (g *Group[T, R]) Run(ctx context.Context, ins ...T) (outs []R, inFlight <-c
 // send sends batches until none is pending.
 func (g *Group[T, R]) send() {
 	for {
+		// One turn of the scheduler first: callers made runnable together
+		// (Work's acks of one lot) join the batch rather than the next.
+		runtime.Gosched()
 		g.mu.Lock()
 		if len(g.pending) == 0 {
 			g.sending = false
