@@ -34,6 +34,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -202,6 +203,27 @@ func endAfter[T any](t *testing.T, f *fault, cancel context.CancelFunc, got <-ch
 	cancel()
 	f.record(false)
 	return recv(t, got, "the call whose ctx ended")
+}
+
+// closeAfter, for a ctx fault on the dispatcher's requests, closes the
+// dispatcher's Queue d f.end from now (the dispatcher's ctx ends with it,
+// and the next Queue in the election takes over), recording whether
+// finished said the work under test was done by then. The function it
+// returns waits for the close.
+func closeAfter(t *testing.T, ctx context.Context, f *fault, d *fairqueue.Queue, finished func() bool) func() {
+	if !f.byCtx() {
+		return func() {}
+	}
+	closed := make(chan error, 1)
+	go func() {
+		time.Sleep(f.end)
+		f.record(finished())
+		closed <- d.Close(ctx)
+	}()
+	return func() {
+		t.Helper()
+		require.NoError(t, recv(t, closed, "the dispatcher's Close"))
+	}
 }
 
 // recv waits up to liveWait for what ch delivers.
@@ -1329,7 +1351,6 @@ var scenarios = []scenario{
 			{name: "dead/ container create", op: zktest.OpCreateContainer, under: "/dead"},
 			{name: "hand-out multi burying an item", op: zktest.OpCreate, under: "/dead/", skip: 1},
 		},
-		noCtx: true,
 		run: func(t *testing.T, ctx context.Context, e env, f *fault) {
 			limboCase(t, ctx, e, f, true)
 		},
@@ -1367,14 +1388,16 @@ var scenarios = []scenario{
 	{
 		// A delayed item comes due while a consumer waits: the dispatcher
 		// lists delayed/, then moves the item into the queue (it reads the
-		// entry, and puts it with a multi that deletes the entry).
+		// entry, and puts it with a multi that deletes the entry). A ctx
+		// fault closes the dispatcher's Queue that long after the put:
+		// before, during or after the move; the waiting consumer's Queue,
+		// next in the election, takes over.
 		name: "promote",
 		aims: []aim{
 			aimListDelayed,
 			{name: "delayed entry read", op: zktest.OpGetData, under: "/delayed/"},
 			{name: "promote multi", op: zktest.OpDelete, under: "/delayed/"},
 		},
-		noCtx: true,
 		run: func(t *testing.T, ctx context.Context, e env, f *fault) {
 			d := e.elect(t, ctx, e.s)
 			node, _ := e.leader(t)
@@ -1382,28 +1405,37 @@ var scenarios = []scenario{
 			got := goTake(ctx, w)
 			e.waitTicket(t, w, 1)
 			f.armDrop(e)
-			_, err := fq(t, e.other, e.p).Put(ctx, []byte("y"), fairqueue.WithDelay(30*time.Millisecond))
+			_, err := fq(t, e.other, e.p).Put(ctx, []byte("y"), fairqueue.WithDelay(10*time.Millisecond))
 			require.NoError(t, err)
-			r := recv(t, got, "the waiting Take")
+			var r taken
+			if f.byCtx() {
+				r = endAfter(t, f, func() { require.NoError(t, d.Close(ctx)) }, got)
+			} else {
+				r = recv(t, got, "the waiting Take")
+			}
 			require.NoError(t, r.err)
 			require.Equal(t, "y", string(r.j.Data()))
 			require.Equal(t, 1, r.j.Attempt())
 			requireKept(t, r.j, "taken with a "+f.String())
 			hit := f.done(e, dropWait)
-			e.requireLeads(t, d, node, f)
+			if !f.byCtx() {
+				e.requireLeads(t, d, node, f)
+			}
 			require.NoError(t, r.j.Ack(ctx))
 			finish(t, ctx, e, f, "the dispatcher", hit)
 		},
 	},
 	{
 		// The dispatcher deletes a drained bucket once a newer one exists,
-		// and the newest once drained while no one waits.
+		// and the newest once drained while no one waits. A ctx fault
+		// closes the dispatcher's Queue that long after the takes begin:
+		// the taking consumer's Queue takes over, and deletes what is
+		// left drained.
 		name: "bucket-delete",
 		aims: []aim{
 			{name: "drained bucket delete", op: zktest.OpDelete, under: "/items/b"},
 			{name: "drained newest bucket delete", op: zktest.OpDelete, under: "/items/b", skip: 1},
 		},
-		noCtx: true,
 		run: func(t *testing.T, ctx context.Context, e env, f *fault) {
 			d := e.elect(t, ctx, e.s)
 			node, _ := e.leader(t)
@@ -1417,14 +1449,20 @@ var scenarios = []scenario{
 			require.NotEqual(t, ids[0][:10], ids[2][:10], "two buckets")
 			f.armDrop(e)
 			w := fq(t, e.other, e.p)
+			var acked atomic.Bool
+			wait := closeAfter(t, ctx, f, d, acked.Load)
 			for i, x := range []string{"a", "b", "c"} {
 				j, err := w.TryTake(ctx)
 				require.NoError(t, err)
 				require.Equal(t, delivery{ids[i], x, 1}, delivery{j.ID(), string(j.Data()), j.Attempt()})
 				require.NoError(t, j.Ack(ctx))
 			}
+			acked.Store(true)
+			wait()
 			hit := f.done(e, dropWait)
-			e.requireLeads(t, d, node, f)
+			if !f.byCtx() {
+				e.requireLeads(t, d, node, f)
+			}
 			finish(t, ctx, e, f, "the dispatcher", hit)
 		},
 	},
@@ -1850,11 +1888,15 @@ func limboCase(t *testing.T, ctx context.Context, e env, f *fault, bury bool) {
 	j, err := c.Take(ctx)
 	require.NoError(t, err)
 	require.Equal(t, x, j.ID())
-	w := fq(t, e.other, e.p)
+	w := fq(t, e.other, e.p, opts...) // the next dispatcher, by the same rules
 	got := goTake(ctx, w)
 	e.waitTicket(t, w, 1)
 	f.armDrop(e)
 	require.NoError(t, gone.Close())
+	wait := closeAfter(t, ctx, f, d, func() bool {
+		dead, _, err := e.other.Conn().Children(e.p + "/dead")
+		return err == nil && len(dead) > 0
+	})
 	want := delivery{x, "x", 2}
 	if bury {
 		q := fq(t, e.other, e.p)
@@ -1866,11 +1908,14 @@ func limboCase(t *testing.T, ctx context.Context, e env, f *fault, bury bool) {
 		want = delivery{e.put(t, ctx, "y")[0], "y", 1}
 	}
 	r := recv(t, got, "the waiting Take")
+	wait()
 	require.NoError(t, r.err)
 	require.Equal(t, want, delivery{r.j.ID(), string(r.j.Data()), r.j.Attempt()}, "with a %v", f)
 	requireKept(t, r.j, "taken with a "+f.String())
 	hit := f.done(e, dropWait)
-	e.requireLeads(t, d, node, f)
+	if !f.byCtx() {
+		e.requireLeads(t, d, node, f)
+	}
 	require.NoError(t, r.j.Ack(ctx))
 	if bury {
 		requireBuried(t, ctx, e, f, x, "x", 1)
