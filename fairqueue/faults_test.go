@@ -1225,6 +1225,20 @@ var scenarios = []scenario{
 		run:   func(t *testing.T, ctx context.Context, e env, f *fault) { workCase(t, ctx, e, f, false) },
 	},
 	{
+		// Work, two handlers, nothing held ahead: a lot is two jobs. Both
+		// handlers end their jobs together; their acks and one ticket for
+		// two items go in one multi (or two, as the acks' group takes
+		// them). Then it does two jobs put later. A ctx fault ends Work's
+		// ctx that long after the handlers returned.
+		name: "work-lot",
+		aims: []aim{
+			{name: "ack multi of a lot (an item's delete)", op: zktest.OpDelete, under: "/items/b"},
+			{name: "ack multi of a lot (the ticket's create)", op: zktest.OpCreate, under: "/ready/w-"},
+		},
+		waits: true,
+		run:   workLotCase,
+	},
+	{
 		// Work with an item held ahead: its ticket, for two items, is
 		// served with both; the handler gives the first back with Nack
 		// (one multi: the item's check, its node in held/; the ticket
@@ -1703,6 +1717,61 @@ func workCase(t *testing.T, ctx context.Context, e env, f *fault, start bool) {
 	hit := f.done(e, dropWait)
 	ids = e.put(t, ctx, "second")
 	require.Equal(t, delivery{ids[0], "second", 1}, recv(t, done, "the second job, after a "+f.String()))
+	cancel()
+	require.ErrorIs(t, recv(t, stopped, "Work"), context.Canceled)
+	finish(t, ctx, e, f, "Work", hit)
+}
+
+// workLotCase runs Work, two handlers and nothing held ahead, on the
+// faulted session: its first ticket, for two, gets "a" and "b", whose
+// handlers return together (the drop armed just before); then "c" and "d",
+// put later, are done too, each as a first delivery.
+func workLotCase(t *testing.T, ctx context.Context, e env, f *fault) {
+	t.Helper()
+	e.elect(t, ctx, e.other)
+	ids := e.put(t, ctx, "a", "b")
+	q := fq(t, e.s, e.p)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan delivery, 4)
+	stopped := make(chan error, 1)
+	var both sync.WaitGroup
+	both.Add(2)
+	go func() {
+		stopped <- q.Work(wctx, func(_ context.Context, j *fairqueue.Job) error {
+			if d := string(j.Data()); d == "a" || d == "b" {
+				both.Done()
+				both.Wait()
+				if d == "a" {
+					f.armDrop(e) // for the lot's ack
+				}
+			}
+			done <- delivery{j.ID(), string(j.Data()), j.Attempt()}
+			return nil
+		}, fairqueue.WithHandlers(2), fairqueue.WithPrefetch(0))
+	}()
+	got := map[string]delivery{}
+	for range 2 {
+		d := recv(t, done, "the jobs of the first lot")
+		got[d.data] = d
+	}
+	require.Equal(t, map[string]delivery{"a": {ids[0], "a", 1}, "b": {ids[1], "b", 1}}, got)
+	if f.byCtx() {
+		time.Sleep(f.end)
+		f.record(false) // Work returns only once its ctx ended
+		cancel()
+		require.ErrorIs(t, recv(t, stopped, "Work"), context.Canceled)
+		finish(t, ctx, e, f, "Work", true)
+		return
+	}
+	hit := f.done(e, dropWait)
+	ids = e.put(t, ctx, "c", "d")
+	for range 2 {
+		d := recv(t, done, "the jobs put later, after a "+f.String())
+		got[d.data] = d
+	}
+	require.Equal(t, delivery{ids[0], "c", 1}, got["c"], "after a %v", f)
+	require.Equal(t, delivery{ids[1], "d", 1}, got["d"], "after a %v", f)
 	cancel()
 	require.ErrorIs(t, recv(t, stopped, "Work"), context.Canceled)
 	finish(t, ctx, e, f, "Work", hit)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/zkrecipes/zkrecipes"
 	"github.com/zkrecipes/zkrecipes/internal/owner"
+	"github.com/zkrecipes/zkrecipes/internal/session"
 	"github.com/zkrecipes/zkrecipes/internal/znode"
 )
 
@@ -51,7 +52,9 @@ type Job struct {
 	fromTake bool
 
 	lastOnce sync.Once
+	begun    bool // its settlement begun: counted in its lot
 	isLast   bool
+	overOnce sync.Once
 }
 
 // ticketServed is a ticket's data version once the dispatcher served it.
@@ -74,13 +77,37 @@ func newJob(q *Queue, l *lot, o offer, data []byte, token int64) *Job {
 
 // closing returns the delete of the ticket when this Job is the last of
 // its lot to be settled (decided once: a settlement sent again asks
-// again), in the settlement's own multi.
-func (j *Job) closing() []any {
-	j.lastOnce.Do(func() { j.isLast = j.lot.last() })
+// again), for the settlement's own multi. With wait, once the others'
+// settlements are over (see lot); without, the acks' group sends it only
+// with them or after them (see ackBatch).
+func (j *Job) closing(wait bool) []any {
+	j.lastOnce.Do(func() { j.begun, j.isLast = true, j.lot.last(j) })
 	if !j.isLast {
 		return nil
 	}
+	if wait {
+		j.othersOver()
+	}
 	return []any{&zk.DeleteRequest{Path: j.ticket, Version: ticketServed}}
+}
+
+// othersOver waits until the settlements of the other Jobs of the lot are
+// over, or the session is (the ticket goes with it).
+func (j *Job) othersOver() {
+	select {
+	case <-j.lot.othersOver():
+	case <-j.q.s.Done():
+	}
+}
+
+// over tells the lot that this Job's settlement is over (applied, or
+// refused for good), once.
+func (j *Job) over() {
+	j.overOnce.Do(func() {
+		if j.begun && !j.isLast {
+			j.lot.settled(j)
+		}
+	})
 }
 
 // claimFirstLook is how long after a delivery its owner first watches the
@@ -153,7 +180,12 @@ func (j *Job) ack(ctx context.Context, want int, kind byte, tag string) (string,
 		if j.key != "" {
 			ops = append(ops, &zk.DeleteRequest{Path: j.q.keys + "/" + j.key, Version: -1})
 		}
-		rs, _, _ := j.q.acks.Run(context.Background(), ackReq{ops: append(ops, j.closing()...), want: want, kind: kind, tag: tag})
+		closing := j.closing(false)
+		rs, _, _ := j.q.acks.Run(context.Background(), ackReq{ops: append(ops, closing...), want: want, kind: kind, tag: tag, job: j, closes: len(closing) > 0})
+		for errors.Is(rs[0].err, errOthersOut) {
+			j.othersOver()
+			rs, _, _ = j.q.acks.Run(context.Background(), ackReq{ops: append(ops, closing...), want: want, kind: kind, tag: tag, job: j, closes: true})
+		}
 		want = 0 // a try sent again after a lost reply puts none
 		ticket = rs[0].ticket
 		return gone(rs[0].i, rs[0].err)
@@ -168,13 +200,20 @@ func (j *Job) ack(ctx context.Context, want int, kind byte, tag string) (string,
 
 // ackReq is a request to the acks' group: an Ack's ops, and a ticket of
 // ours for want items, of kind, made with tag. The Work tickets of one
-// batch are one ticket, for as many items as they want together.
+// batch are one ticket, for as many items as they want together. closes:
+// the ops delete job's ticket, the last of its lot.
 type ackReq struct {
-	ops  []any
-	want int
-	kind byte
-	tag  string
+	ops    []any
+	want   int
+	kind   byte
+	tag    string
+	job    *Job
+	closes bool
 }
+
+// errOthersOut answers an Ack that deletes its lot's ticket, not sent: a
+// settlement of another Job of the lot is out and not in the same multi.
+var errOthersOut = errors.New("fairqueue: other settlements of the ticket are out")
 
 // ackResult is the outcome of one request's ops in a shared multi: the
 // failed op's index and its error, and the ticket it made.
@@ -204,6 +243,22 @@ func (q *Queue) ackBatch(batch []ackReq) []ackResult {
 	}
 	noWork := false // the shared Work ticket failed: the Acks go without it
 	for len(left) > 0 {
+		// A ticket's delete goes only with, or after, the settlements of
+		// the other Jobs of its lot.
+		with := make(map[*Job]bool, len(left))
+		for _, i := range left {
+			with[batch[i].job] = true
+		}
+		left = slices.DeleteFunc(left, func(i int) bool {
+			if r := batch[i]; r.closes && r.job.lot.outside(with) {
+				out[i].opResult = opResult{-1, errOthersOut}
+				return true
+			}
+			return false
+		})
+		if len(left) == 0 {
+			break
+		}
 		var all []any
 		start := make([]int, len(left))
 		ticketOp := make([]int, len(batch)) // the op of a request's ticket
@@ -298,7 +353,7 @@ func (j *Job) nack(ctx context.Context, until time.Time) error {
 	}
 	sent := false
 	return j.settle(ctx, "nack", j.q.s.Telemetry().Nacked, func(*zk.Conn) error {
-		closing := j.closing()
+		closing := j.closing(true)
 		if sent && len(closing) == 0 {
 			// Sent, and its answer lost with the connection. Without the
 			// ticket's delete (other Jobs share it) nothing in the multi
@@ -332,7 +387,7 @@ func (q *Queue) givenBack(bucket int64, name string) (bool, error) {
 // one multi; a missing dead/ (never made, or reaped since) is made and the
 // multi sent again.
 func (j *Job) bury(conn *zk.Conn) error {
-	closing := j.closing()
+	closing := j.closing(true)
 	ops := j.q.buryOps(j.id, j.item, j.key, j.version, j.Attempt(), j.data, closing...)
 	i, err := j.q.multiIn(conn, j.q.dead, "move "+j.id+" to dead letters", ops)
 	if err == nil {
@@ -388,6 +443,9 @@ func (j *Job) settle(ctx context.Context, op string, count func(), fn func(*zk.C
 		err := fn(conn)
 		if err == nil {
 			count()
+		}
+		if !session.IsConnErr(err) {
+			j.over() // else sent again once the client is back
 		}
 		return err
 	})

@@ -326,18 +326,65 @@ func (q *Queue) jobs(ctx context.Context, a answer) ([]*Job, error) {
 }
 
 // lot is a ticket shared by the Jobs of its items: the last one settled
-// deletes it, in its own multi.
+// deletes it, in its own multi, with or after the others' settlements:
+// the ticket gone tells the dispatcher that all of its items are settled,
+// so none may land after it (one sent again after a lost connection
+// would).
 type lot struct {
 	ticket string
 	mu     sync.Mutex
-	left   int
+	left   int           // Jobs whose settlement has not begun
+	out    map[*Job]bool // settlements begun and not over, the last's aside
+	idle   chan struct{} // closed when out is empty
 }
 
-// last counts one of the lot's Jobs settled, and says whether it was the
-// last.
-func (l *lot) last() bool {
+// last counts j's settlement begun, and says whether it was the last.
+func (l *lot) last(j *Job) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.left--
+	if l.left > 0 {
+		if l.out == nil {
+			l.out = map[*Job]bool{}
+		}
+		l.out[j] = true
+	}
 	return l.left == 0
+}
+
+// settled counts j's settlement (not the last's) over.
+func (l *lot) settled(j *Job) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.out, j)
+	if len(l.out) == 0 && l.idle != nil {
+		close(l.idle)
+		l.idle = nil
+	}
+}
+
+// othersOver is closed once no settlement but the last's is out.
+func (l *lot) othersOver() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.idle == nil {
+		l.idle = make(chan struct{})
+		if len(l.out) == 0 {
+			close(l.idle)
+		}
+	}
+	return l.idle
+}
+
+// outside says whether a settlement of the lot is out and not among
+// those of with (a multi's).
+func (l *lot) outside(with map[*Job]bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for j := range l.out {
+		if !with[j] {
+			return true
+		}
+	}
+	return false
 }

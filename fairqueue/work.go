@@ -254,10 +254,12 @@ func (w *worker) leaveLocked() {
 func (w *worker) settle(ctx context.Context, j *Job, herr error) {
 	q := w.q
 	bg := context.WithoutCancel(ctx)
-	again := ctx.Err() == nil
+	if herr == nil {
+		w.awaitLot()
+	}
+	again := ctx.Err() == nil // else Work is stopping: no ticket
 	switch {
 	case herr == nil && again:
-		w.awaitLot()
 		tag := newTag()
 		name, err := j.ack(bg, 1, kindWork, tag)
 		if err == nil && name == "" { // the ack's reply was lost

@@ -226,7 +226,9 @@ func TestWorkAcksInLots(t *testing.T) {
 	require.False(t, acked("3"), "job 3, whose handler ended with Work, acked")
 	j := takeWithin(t, producer, other, p, "job 3 given back")
 	require.Equal(t, "3", string(j.Data()))
-	require.Equal(t, 2, j.Attempt())
+	// 3 if, given back, it was offered to the ticket Work's first lot
+	// made, before Work left the line (that offer is given back too).
+	require.Contains(t, []int{2, 3}, j.Attempt())
 	require.NoError(t, j.Ack(ctx))
 	require.Empty(t, names(t, other, p+"/ready"))
 }
