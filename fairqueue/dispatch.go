@@ -757,9 +757,9 @@ func (d *dispatcher) gone(t *ticket) {
 // nor being read: those that came back, near the head of free; those of
 // consumers gone; and the next few free ones (readAhead) past those the
 // tickets waiting will take, whose offers then carry their payloads: a
-// consumer that waits for one item at a time gets it a round trip sooner. Beyond those, in a big round, consumers
-// read their items themselves, so that the dispatcher's session does not
-// read for everyone.
+// consumer that waits for one item at a time gets it a round trip sooner.
+// Beyond those, in a big round, consumers read their items themselves, so
+// that the dispatcher's session does not read for everyone.
 func (d *dispatcher) toRead() []*item {
 	var out []*item
 	for _, it := range d.limbo {

@@ -3,8 +3,8 @@ package fairqueue
 // WithBucketSize lets the tests use small buckets.
 var WithBucketSize = withBucketSize
 
-// WithLotLinger sets how long a Work's ack waits for its lot.
-var WithLotLinger = withLotLinger
+// WithAckLinger sets how long a Work's ack waits for its lot.
+var WithAckLinger = withAckLinger
 
 // TicketOf is the path of the ticket j's delivery stands on.
 func TicketOf(j *Job) string { return j.ticket }

@@ -1707,11 +1707,7 @@ func workCase(t *testing.T, ctx context.Context, e env, f *fault, start bool) {
 	ids := e.put(t, ctx, "first")
 	require.Equal(t, delivery{ids[0], "first", 1}, recv(t, done, "the first job"))
 	if f.byCtx() {
-		time.Sleep(f.end)
-		f.record(false) // Work returns only once its ctx ended
-		cancel()
-		require.ErrorIs(t, recv(t, stopped, "Work"), context.Canceled)
-		finish(t, ctx, e, f, "Work", true)
+		stopWorkAtCtxEnd(t, ctx, e, f, cancel, stopped)
 		return
 	}
 	hit := f.done(e, dropWait)
@@ -1720,6 +1716,17 @@ func workCase(t *testing.T, ctx context.Context, e env, f *fault, start bool) {
 	cancel()
 	require.ErrorIs(t, recv(t, stopped, "Work"), context.Canceled)
 	finish(t, ctx, e, f, "Work", hit)
+}
+
+// stopWorkAtCtxEnd is a Work case's ctx fault: Work's ctx ends f.end from
+// now (Work returns only once it has), and the queue is left as it should.
+func stopWorkAtCtxEnd(t *testing.T, ctx context.Context, e env, f *fault, cancel context.CancelFunc, stopped <-chan error) {
+	t.Helper()
+	time.Sleep(f.end)
+	f.record(false)
+	cancel()
+	require.ErrorIs(t, recv(t, stopped, "Work"), context.Canceled)
+	finish(t, ctx, e, f, "Work", true)
 }
 
 // workLotCase runs Work, two handlers and nothing held ahead, on the
@@ -1757,11 +1764,7 @@ func workLotCase(t *testing.T, ctx context.Context, e env, f *fault) {
 	}
 	require.Equal(t, map[string]delivery{"a": {ids[0], "a", 1}, "b": {ids[1], "b", 1}}, got)
 	if f.byCtx() {
-		time.Sleep(f.end)
-		f.record(false) // Work returns only once its ctx ended
-		cancel()
-		require.ErrorIs(t, recv(t, stopped, "Work"), context.Canceled)
-		finish(t, ctx, e, f, "Work", true)
+		stopWorkAtCtxEnd(t, ctx, e, f, cancel, stopped)
 		return
 	}
 	hit := f.done(e, dropWait)

@@ -52,9 +52,7 @@ type Job struct {
 	fromTake bool
 
 	lastOnce sync.Once
-	begun    bool // its settlement begun: counted in its lot
 	isLast   bool
-	overOnce sync.Once
 }
 
 // ticketServed is a ticket's data version once the dispatcher served it.
@@ -81,7 +79,7 @@ func newJob(q *Queue, l *lot, o offer, data []byte, token int64) *Job {
 // settlements are over (see lot); without, the acks' group sends it only
 // with them or after them (see ackBatch).
 func (j *Job) closing(wait bool) []any {
-	j.lastOnce.Do(func() { j.begun, j.isLast = true, j.lot.last(j) })
+	j.lastOnce.Do(func() { j.isLast = j.lot.last(j) })
 	if !j.isLast {
 		return nil
 	}
@@ -98,16 +96,6 @@ func (j *Job) othersOver() {
 	case <-j.lot.othersOver():
 	case <-j.q.s.Done():
 	}
-}
-
-// over tells the lot that this Job's settlement is over (applied, or
-// refused for good), once.
-func (j *Job) over() {
-	j.overOnce.Do(func() {
-		if j.begun && !j.isLast {
-			j.lot.settled(j)
-		}
-	})
 }
 
 // claimFirstLook is how long after a delivery its owner first watches the
@@ -181,10 +169,11 @@ func (j *Job) ack(ctx context.Context, want int, kind byte, tag string) (string,
 			ops = append(ops, &zk.DeleteRequest{Path: j.q.keys + "/" + j.key, Version: -1})
 		}
 		closing := j.closing(false)
-		rs, _, _ := j.q.acks.Run(context.Background(), ackReq{ops: append(ops, closing...), want: want, kind: kind, tag: tag, job: j, closes: len(closing) > 0})
+		req := ackReq{ops: append(ops, closing...), want: want, kind: kind, tag: tag, job: j, closes: len(closing) > 0}
+		rs, _, _ := j.q.acks.Run(context.Background(), req)
 		for errors.Is(rs[0].err, errOthersOut) {
 			j.othersOver()
-			rs, _, _ = j.q.acks.Run(context.Background(), ackReq{ops: append(ops, closing...), want: want, kind: kind, tag: tag, job: j, closes: true})
+			rs, _, _ = j.q.acks.Run(context.Background(), req)
 		}
 		want = 0 // a try sent again after a lost reply puts none
 		ticket = rs[0].ticket
@@ -243,20 +232,7 @@ func (q *Queue) ackBatch(batch []ackReq) []ackResult {
 	}
 	noWork := false // the shared Work ticket failed: the Acks go without it
 	for len(left) > 0 {
-		// A ticket's delete goes only with, or after, the settlements of
-		// the other Jobs of its lot.
-		with := make(map[*Job]bool, len(left))
-		for _, i := range left {
-			with[batch[i].job] = true
-		}
-		left = slices.DeleteFunc(left, func(i int) bool {
-			if r := batch[i]; r.closes && r.job.lot.outside(with) {
-				out[i].opResult = opResult{-1, errOthersOut}
-				return true
-			}
-			return false
-		})
-		if len(left) == 0 {
+		if left = q.holdClosing(batch, left, out); len(left) == 0 {
 			break
 		}
 		var all []any
@@ -320,6 +296,27 @@ func (q *Queue) ackBatch(batch []ackReq) []ackResult {
 		left = append(left[:k], left[k+1:]...)
 	}
 	return out
+}
+
+// holdClosing takes out of left, answering them errOthersOut, the
+// requests that delete their lot's ticket while another settlement of the
+// lot is out and not among left's: a ticket's delete goes only with, or
+// after, the settlements of the other Jobs of its lot.
+func (q *Queue) holdClosing(batch []ackReq, left []int, out []ackResult) []int {
+	if !slices.ContainsFunc(left, func(i int) bool { return batch[i].closes }) {
+		return left
+	}
+	with := make(map[*Job]bool, len(left))
+	for _, i := range left {
+		with[batch[i].job] = true
+	}
+	return slices.DeleteFunc(left, func(i int) bool {
+		if r := batch[i]; r.closes && r.job.lot.outside(with) {
+			out[i].opResult = opResult{-1, errOthersOut}
+			return true
+		}
+		return false
+	})
 }
 
 // Nack gives the item back: it keeps its original place in line, ahead
@@ -445,7 +442,7 @@ func (j *Job) settle(ctx context.Context, op string, count func(), fn func(*zk.C
 			count()
 		}
 		if !session.IsConnErr(err) {
-			j.over() // else sent again once the client is back
+			j.lot.settled(j) // over: applied, or refused for good (else sent again)
 		}
 		return err
 	})

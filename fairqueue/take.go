@@ -352,10 +352,14 @@ func (l *lot) last(j *Job) bool {
 	return l.left == 0
 }
 
-// settled counts j's settlement (not the last's) over.
+// settled counts j's settlement over, if it was out (not the last's, nor
+// one not begun; once).
 func (l *lot) settled(j *Job) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.out[j] {
+		return
+	}
 	delete(l.out, j)
 	if len(l.out) == 0 && l.idle != nil {
 		close(l.idle)

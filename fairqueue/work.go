@@ -23,13 +23,13 @@ type WorkOption func(*workOptions)
 type workOptions struct {
 	handlers, prefetch int
 	backoff            [2]time.Duration
-	lotLinger          time.Duration
+	ackLinger          time.Duration
 	errs               []error
 }
 
-// withLotLinger sets how long an ack waits for its lot (tests).
-func withLotLinger(d time.Duration) WorkOption {
-	return func(o *workOptions) { o.lotLinger = d }
+// withAckLinger sets how long an ack waits for its lot (tests).
+func withAckLinger(d time.Duration) WorkOption {
+	return func(o *workOptions) { o.ackLinger = d }
 }
 
 // WithHandlers runs n handlers at once (n >= 1), all on the Queue's
@@ -84,16 +84,16 @@ func WithBackoff(first, last time.Duration) WorkOption {
 // default one handler and one item ahead): a finished job's ack waits, at
 // most 10ms, for the lot's others, and one multi acks them all and puts a
 // ticket in line for as many items, so that Work is handed out, and reads
-// its offers, once per lot. A handler's error, or panic (recovered, and logged with
-// its stack), gives the job back with NackAfter, held for the back-off
-// (WithBackoff); a job delivered WithMaxAttempts times goes to the dead
-// letters instead. When Work stops, it waits for the handlers still
+// its offers, once per lot. A handler's error, or panic (recovered, and
+// logged with its stack), gives the job back with NackAfter, held for the
+// back-off (WithBackoff); a job delivered WithMaxAttempts times goes to
+// the dead letters instead. When Work stops, it waits for the handlers still
 // running (their ctx ends with Work's): a job whose handler then returns
 // nil is acked, one whose handler failed is given back (at once if ctx
 // ended, else held for its back-off), and every item held ahead is given
 // back at once (at its WithMaxAttempts-th delivery, to the dead letters).
 func (q *Queue) Work(ctx context.Context, h Handler, opts ...WorkOption) error {
-	o := workOptions{handlers: 1, prefetch: 1, backoff: [2]time.Duration{time.Second, 5 * time.Minute}, lotLinger: lotLinger}
+	o := workOptions{handlers: 1, prefetch: 1, backoff: [2]time.Duration{time.Second, 5 * time.Minute}, ackLinger: ackLinger}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -107,7 +107,7 @@ func (q *Queue) Work(ctx context.Context, h Handler, opts ...WorkOption) error {
 		return fmt.Errorf("fairqueue: work: %w", err)
 	}
 	credits := o.handlers + o.prefetch
-	w := &worker{q: q, o: o, answers: make(chan answer, credits), waiting: map[string]bool{}, lotSize: max(1, credits/2)}
+	w := &worker{q: q, o: o, answers: make(chan answer, credits), waiting: map[string]bool{}, flushAt: max(1, credits/2)}
 	w.stand(ctx, credits, "")
 	jobs := make(chan *Job, credits)
 	var wg, settling sync.WaitGroup
@@ -146,19 +146,19 @@ type worker struct {
 	waiting map[string]bool
 	stopped bool
 
-	// Acks go out in lots: one multi acks lotSize jobs (half of Work's
+	// Acks go out in lots: one multi acks flushAt jobs (half of Work's
 	// credits) and puts one ticket in line for as many items, so that the
 	// dispatcher hands out, and the consumer reads its inbox, once per lot
-	// and not once per job. An ack waits for its lot at most lotLinger:
+	// and not once per job. An ack waits for its lot at most ackLinger:
 	// meanwhile the other half of the credits stands in line.
-	lotSize int
-	lot     chan struct{} // closed when the acks waiting go out
-	inLot   int
+	flushAt int
+	acks    chan struct{} // closed when the acks waiting go out
+	queued  int           // acks waiting
 	linger  *time.Timer
 }
 
-// lotLinger bounds how long a finished job's ack waits for its lot.
-const lotLinger = 10 * time.Millisecond
+// ackLinger bounds how long a finished job's ack waits for its lot.
+const ackLinger = 10 * time.Millisecond
 
 // loop turns the offers into jobs for the handlers until Work stops, and
 // says why it did.
@@ -255,7 +255,7 @@ func (w *worker) settle(ctx context.Context, j *Job, herr error) {
 	q := w.q
 	bg := context.WithoutCancel(ctx)
 	if herr == nil {
-		w.awaitLot()
+		w.awaitFlush()
 	}
 	again := ctx.Err() == nil // else Work is stopping: no ticket
 	switch {
@@ -288,35 +288,35 @@ func (w *worker) settle(ctx context.Context, j *Job, herr error) {
 	}
 }
 
-// awaitLot waits until the ack of a finished job may go: when its lot is
-// full, or lotLinger after the lot's first ack.
-func (w *worker) awaitLot() {
-	if w.lotSize == 1 {
+// awaitFlush waits until the ack of a finished job may go: when its lot is
+// full, or ackLinger after the lot's first ack.
+func (w *worker) awaitFlush() {
+	if w.flushAt == 1 {
 		return
 	}
 	w.mu.Lock()
-	if w.lot == nil {
-		w.lot = make(chan struct{})
-		w.linger = time.AfterFunc(w.o.lotLinger, w.flush)
+	if w.acks == nil {
+		w.acks = make(chan struct{})
+		w.linger = time.AfterFunc(w.o.ackLinger, w.flush)
 	}
-	lot := w.lot
-	w.inLot++
-	full := w.inLot >= w.lotSize
+	acks := w.acks
+	w.queued++
+	full := w.queued >= w.flushAt
 	w.mu.Unlock()
 	if full {
 		w.flush()
 	}
-	<-lot
+	<-acks
 }
 
 // flush lets the acks waiting for their lot go.
 func (w *worker) flush() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.lot != nil {
+	if w.acks != nil {
 		w.linger.Stop()
-		close(w.lot)
-		w.lot, w.inLot = nil, 0
+		close(w.acks)
+		w.acks, w.queued = nil, 0
 	}
 }
 

@@ -200,7 +200,7 @@ func TestWorkAcksInLots(t *testing.T) {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	}, fairqueue.WithHandlers(4), fairqueue.WithPrefetch(0), fairqueue.WithLotLinger(time.Hour),
+	}, fairqueue.WithHandlers(4), fairqueue.WithPrefetch(0), fairqueue.WithAckLinger(time.Hour),
 		fairqueue.WithBackoff(time.Hour, time.Hour))
 	for range jobs {
 		recv(t, started, "the jobs to start")
