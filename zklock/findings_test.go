@@ -102,10 +102,15 @@ func notYet(t *testing.T, ch <-chan acquired, what string) {
 	}
 }
 
-// children lists dir through s (a plain read). It may be called from a
+// children lists dir through s (a sync, then a read). It may be called from a
 // condition of require.Eventually, so it does not stop the test.
 func children(t *testing.T, s *zkrecipes.Session, dir string) []string {
 	t.Helper()
+	// Another session's writes may not have reached s's server yet (a
+	// follower of an ensemble); the sync brings them before the listing.
+	if _, err := s.Conn().Sync(dir); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		t.Errorf("sync %s: %v", dir, err)
+	}
 	names, _, err := s.Conn().Children(dir)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		t.Errorf("list %s: %v", dir, err)
