@@ -114,7 +114,6 @@ type item struct {
 	again, read bool
 	data        []byte
 	version     int32
-	carry       []byte    // the payload its offer to a Take carries, while it stands
 	held        string    // its node in held/, until it is offered again
 	until       time.Time // free from then
 	limbo       bool      // its consumer is gone: read it to learn if it is still there
@@ -598,8 +597,8 @@ func (d *dispatcher) plan() handOut {
 		}
 	}
 	for _, consumer := range h.touched {
-		ts := append(slices.Clone(d.standing[consumer]), news[consumer]...)
-		add(&zk.SetDataRequest{Path: q.consumers + "/" + consumer, Data: encodeInbox(d.offers(ts)), Version: -1},
+		os := append(d.offers(d.standing[consumer], false), d.offers(news[consumer], true)...)
+		add(&zk.SetDataRequest{Path: q.consumers + "/" + consumer, Data: encodeInbox(os), Version: -1},
 			opOf{consumer: consumer})
 	}
 	if h.hwm != d.hwm {
@@ -609,9 +608,9 @@ func (d *dispatcher) plan() handOut {
 }
 
 // offers are an inbox's lines for the tickets ts: each item offered (its
-// version as the hand-out leaves it), with its payload when the dispatcher
-// has it; a TryTake told nothing is pending.
-func (d *dispatcher) offers(ts []*ticket) []offer {
+// version as the hand-out leaves it), with its payload when the offers are
+// fresh and the dispatcher has it; a TryTake told nothing is pending.
+func (d *dispatcher) offers(ts []*ticket, fresh bool) []offer {
 	var os []offer
 	carried := 0
 	for _, t := range ts {
@@ -623,11 +622,7 @@ func (d *dispatcher) offers(ts []*ticket) []offer {
 			if it.again {
 				o.version++ // as the hand-out bumps it
 			}
-			data := it.carry
-			if data == nil && it.read {
-				data = it.data
-			}
-			if data != nil && len(data) <= carryMax && carried+len(data) <= inboxCarry {
+			if data := it.data; fresh && it.read && len(data) <= carryMax && carried+len(data) <= inboxCarry {
 				o.data, o.carried = data, true
 				carried += len(data)
 			}
@@ -674,9 +669,6 @@ func (d *dispatcher) settle(h handOut, res []zk.MultiResponse, err error) error 
 			if it.again {
 				it.version++
 				d.q.s.Telemetry().Redelivered()
-			}
-			if it.read && len(it.data) <= carryMax {
-				it.carry = it.data
 			}
 			it.again, it.read, it.data, it.held = false, false, nil, ""
 		}
@@ -742,7 +734,7 @@ func (d *dispatcher) gone(t *ticket) {
 		if it.ticket != t {
 			continue
 		}
-		it.ticket, it.carry = nil, nil
+		it.ticket = nil
 		if d.live[t.consumer] {
 			d.forget(it)
 			continue
@@ -858,7 +850,7 @@ func (d *dispatcher) applyHeld(names []string) {
 		it := d.item(b, iname)
 		if t := it.ticket; t != nil { // given back by its consumer
 			t.items = slices.DeleteFunc(t.items, func(x *item) bool { return x == it })
-			it.ticket, it.carry = nil, nil
+			it.ticket = nil
 		}
 		d.free = slices.DeleteFunc(d.free, func(x *item) bool { return x == it })
 		it.again, it.held, it.limbo = true, name, false

@@ -19,11 +19,14 @@ import (
 // standing for the Queue's tickets, each a line
 // "<ticket> <bucket>/<item> <version> <n>" and the item's payload, n
 // bytes (n = -1: not carried, the consumer reads the item), or a line
-// "<ticket> -" to tell a TryTake that nothing is pending. An offer stands
-// until its ticket is gone; as the inbox is the consumer's, a consumer that
-// dies takes its offers with it, and the dispatcher offers their items
-// again. One read of the inbox tells a consumer of every offer made since
-// it last looked.
+// "<ticket> -" to tell a TryTake that nothing is pending. A ticket's
+// offers are together, and those after its first name it "." (a ticket's
+// name is half a line). An offer stands until its ticket is gone; as the
+// inbox is the consumer's, a consumer that dies takes its offers with it,
+// and the dispatcher offers their items again. One read of the inbox tells
+// a consumer of every offer made since it last looked; only the offers new
+// in a write carry payloads (the consumer has most likely read the others
+// already, and reads an item itself when it has not).
 
 // offer is one offer of an inbox.
 type offer struct {
@@ -44,15 +47,19 @@ func mustSeq(name string) int64 {
 
 func encodeInbox(os []offer) []byte {
 	var b []byte
-	for _, o := range os {
+	for i, o := range os {
+		t := o.ticket
+		if i > 0 && t == os[i-1].ticket {
+			t = "." // the ticket of the offer before
+		}
 		switch {
 		case o.name == "":
-			b = fmt.Appendf(b, "%s -\n", o.ticket)
+			b = fmt.Appendf(b, "%s -\n", t)
 		case o.carried:
-			b = fmt.Appendf(b, "%s %s/%s %d %d\n", o.ticket, bucketName(o.bucket), o.name, o.version, len(o.data))
+			b = fmt.Appendf(b, "%s %s/%s %d %d\n", t, bucketName(o.bucket), o.name, o.version, len(o.data))
 			b = append(b, o.data...)
 		default:
-			b = fmt.Appendf(b, "%s %s/%s %d -1\n", o.ticket, bucketName(o.bucket), o.name, o.version)
+			b = fmt.Appendf(b, "%s %s/%s %d -1\n", t, bucketName(o.bucket), o.name, o.version)
 		}
 	}
 	return b
@@ -65,6 +72,12 @@ func parseInbox(b []byte) []offer {
 		line, rest, ok := bytes.Cut(b, []byte("\n"))
 		f := strings.Fields(string(line))
 		b = rest
+		if len(f) > 0 && f[0] == "." {
+			if len(out) == 0 {
+				return out
+			}
+			f[0] = out[len(out)-1].ticket
+		}
 		switch {
 		case !ok:
 			return out
@@ -210,7 +223,11 @@ func (in *inbox) deliver(os []offer, token int64) {
 			delete(in.waiting, t)
 			ch <- *byTicket[t]
 		default:
-			early[t] = *byTicket[t]
+			if a, ok := in.early[t]; ok {
+				early[t] = a // as first read: a later write carries no payloads
+			} else {
+				early[t] = *byTicket[t]
+			}
 			continue
 		}
 		answered[t] = true
