@@ -356,14 +356,7 @@ func TestElectionLeaderAndTerms(t *testing.T) {
 	path := lockPath(t, ss[0])
 	el0, err := zklock.NewElection(ss[0], path)
 	require.NoError(t, err)
-	// On an ensemble the sessions sit on different servers: ss[0]'s server
-	// sees another session's writes once it has synced with the leader.
-	sync := func() {
-		t.Helper()
-		if _, err := ss[0].Conn().Sync(path); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			require.NoError(t, err)
-		}
-	}
+	sync := func() { t.Helper(); catchUp(t, ss[0].Conn(), path) }
 
 	_, err = el0.Leader(ctx)
 	require.ErrorIs(t, err, zklock.ErrNoLeader, "no directory yet")
@@ -609,6 +602,7 @@ func TestElectionRun(t *testing.T) {
 	require.ErrorIs(t, err, boom)
 	require.Equal(t, int32(3), calls.Load())
 	require.ErrorIs(t, <-causes, zklock.ErrLockLost)
+	catchUp(t, admin.Conn(), path) // admin's member may lag behind s's resignation
 	_, err = watcher.Leader(ctx)
 	require.ErrorIs(t, err, zklock.ErrNoLeader, "Run resigned before returning")
 
@@ -621,6 +615,7 @@ func TestElectionRun(t *testing.T) {
 		return nil
 	})
 	require.ErrorIs(t, err, stop)
+	catchUp(t, admin.Conn(), path)
 	_, err = watcher.Leader(ctx)
 	require.ErrorIs(t, err, zklock.ErrNoLeader)
 }

@@ -50,16 +50,24 @@ func requireNoNodes(t *testing.T, s *zkrecipes.Session, dir string) {
 		defer fresh.Close()
 		conn = fresh.Conn()
 	}
-	// On an ensemble, the member we read from may lag behind the writes.
-	if _, err := conn.Sync(dir); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		require.NoError(t, err)
-	}
+	catchUp(t, conn, dir)
 	children, _, err := conn.Children(dir)
 	if errors.Is(err, zk.ErrNoNode) {
 		return
 	}
 	require.NoError(t, err)
 	require.Empty(t, children, "nodes left behind in %s", dir)
+}
+
+// catchUp syncs conn on path, so that a read through conn that follows sees
+// every write another session made before: on an ensemble, conn's member may
+// lag behind them. It may be called from a condition of require.Eventually,
+// so it does not stop the test.
+func catchUp(t *testing.T, conn *zk.Conn, path string) {
+	t.Helper()
+	if _, err := conn.Sync(path); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		t.Errorf("sync %s: %v", path, err)
+	}
 }
 
 func bg(t *testing.T) context.Context {
