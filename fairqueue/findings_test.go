@@ -37,11 +37,7 @@ func fq(t *testing.T, s *zkrecipes.Session, p string, opts ...fairqueue.Option) 
 // the test.
 func names(t *testing.T, s *zkrecipes.Session, dir string) []string {
 	t.Helper()
-	// On an ensemble s may sit on another member than the writer: a sync
-	// first, so the listing has every write confirmed before it.
-	if _, err := s.Conn().Sync(dir); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		t.Errorf("sync %s: %v", dir, err)
-	}
+	zktest.CatchUp(t, s.Conn(), dir)
 	ns, _, err := s.Conn().Children(dir)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		t.Errorf("list %s: %v", dir, err)

@@ -42,10 +42,7 @@ func queuePath(t *testing.T, addrs []string) string {
 		s, err := zkrecipes.Connect(ctx, addrs)
 		require.NoError(t, err)
 		defer s.Close()
-		// On an ensemble, the member we read from may lag behind the writes.
-		if _, err := s.Conn().Sync(p); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			require.NoError(t, err)
-		}
+		zktest.CatchUp(t, s.Conn(), p)
 		left := leaves(t, s.Conn(), p, 0)
 		require.Empty(t, left[:min(len(left), 5)], "%d nodes left behind in %s", len(left), p)
 	})

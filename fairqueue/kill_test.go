@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zkrecipes/zkrecipes/fairqueue"
+	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
 // startConsumer runs testdata/consumer against the queue at p: it takes
@@ -93,6 +94,7 @@ func TestKilledDispatcherHandsOverAtExpiry(t *testing.T) {
 	// The child takes first: it is the dispatcher, and holds the first item.
 	cmd, line := startConsumer(t, srv.Addrs(), p)
 	require.Equal(t, "took "+first+" 1\n", line)
+	zktest.CatchUp(t, s.Conn(), p) // the child's session made its election node
 	leader, _, err := s.Conn().Children(p + "/dispatch")
 	require.NoError(t, err)
 	require.Len(t, leader, 1, "the child stands alone as dispatcher")

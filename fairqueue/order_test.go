@@ -7,6 +7,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/zkrecipes/zkrecipes/zktest"
 )
 
 // A producer whose idea of the newest bucket is an older bucket, still
@@ -35,6 +36,7 @@ func TestPutNeverLandsBelowANewerBucket(t *testing.T) {
 
 	// Another producer makes bucket 1 while bucket 0 is open.
 	other := connect(t, srv.Addrs()).Conn()
+	zktest.CatchUp(t, other, p) // other's member may lag behind a's put
 	_, st, err := other.Get(p)
 	require.NoError(t, err)
 	newer := p + "/items/b0000000001"

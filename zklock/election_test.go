@@ -111,6 +111,7 @@ func TestElectionKilledLeaderIsReplaced(t *testing.T) {
 
 	el, err := zklock.NewElection(s, path)
 	require.NoError(t, err)
+	zktest.CatchUp(t, s.Conn(), path) // the child's session made the leader's node
 	cur, err := el.Leader(ctx)
 	require.NoError(t, err)
 	require.Equal(t, childTerm, cur.Token)
@@ -356,7 +357,7 @@ func TestElectionLeaderAndTerms(t *testing.T) {
 	path := lockPath(t, ss[0])
 	el0, err := zklock.NewElection(ss[0], path)
 	require.NoError(t, err)
-	sync := func() { t.Helper(); catchUp(t, ss[0].Conn(), path) }
+	sync := func() { t.Helper(); zktest.CatchUp(t, ss[0].Conn(), path) }
 
 	_, err = el0.Leader(ctx)
 	require.ErrorIs(t, err, zklock.ErrNoLeader, "no directory yet")
@@ -585,6 +586,7 @@ func TestElectionRun(t *testing.T) {
 	err := el.Run(ctx, []byte("runner"), func(lctx context.Context) error {
 		switch calls.Add(1) {
 		case 1: // deposed: our node deleted by another client
+			zktest.CatchUp(t, admin.Conn(), path) // admin's member may lag behind s's campaign
 			l, err := watcher.Leader(ctx)
 			if !assert.NoError(t, err) {
 				return err
@@ -602,7 +604,7 @@ func TestElectionRun(t *testing.T) {
 	require.ErrorIs(t, err, boom)
 	require.Equal(t, int32(3), calls.Load())
 	require.ErrorIs(t, <-causes, zklock.ErrLockLost)
-	catchUp(t, admin.Conn(), path) // admin's member may lag behind s's resignation
+	zktest.CatchUp(t, admin.Conn(), path) // admin's member may lag behind s's resignation
 	_, err = watcher.Leader(ctx)
 	require.ErrorIs(t, err, zklock.ErrNoLeader, "Run resigned before returning")
 
@@ -615,7 +617,7 @@ func TestElectionRun(t *testing.T) {
 		return nil
 	})
 	require.ErrorIs(t, err, stop)
-	catchUp(t, admin.Conn(), path)
+	zktest.CatchUp(t, admin.Conn(), path)
 	_, err = watcher.Leader(ctx)
 	require.ErrorIs(t, err, zklock.ErrNoLeader)
 }

@@ -106,7 +106,7 @@ func notYet(t *testing.T, ch <-chan acquired, what string) {
 // condition of require.Eventually, so it does not stop the test.
 func children(t *testing.T, s *zkrecipes.Session, dir string) []string {
 	t.Helper()
-	catchUp(t, s.Conn(), dir)
+	zktest.CatchUp(t, s.Conn(), dir)
 	names, _, err := s.Conn().Children(dir)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		t.Errorf("list %s: %v", dir, err)
@@ -409,7 +409,7 @@ func TestFinding3BlipInMonitorReadKeepsLease(t *testing.T) {
 			// Proclaim's write fires its watch.
 			blipDuringHold(t, ctx, d, mode, path, false, campaign(el, true), proclaim,
 				func(*zklock.Lease) error { return leadership.Resign(ctx) }, campaign(eo, false))
-			catchUp(t, other.Conn(), path)
+			zktest.CatchUp(t, other.Conn(), path)
 			ld, err := eo.Leader(ctx)
 			require.ErrorIs(t, err, zklock.ErrNoLeader, "leader left: %+v", ld)
 		})

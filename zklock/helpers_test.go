@@ -50,24 +50,13 @@ func requireNoNodes(t *testing.T, s *zkrecipes.Session, dir string) {
 		defer fresh.Close()
 		conn = fresh.Conn()
 	}
-	catchUp(t, conn, dir)
+	zktest.CatchUp(t, conn, dir)
 	children, _, err := conn.Children(dir)
 	if errors.Is(err, zk.ErrNoNode) {
 		return
 	}
 	require.NoError(t, err)
 	require.Empty(t, children, "nodes left behind in %s", dir)
-}
-
-// catchUp syncs conn on path, so that a read through conn that follows sees
-// every write another session made before: on an ensemble, conn's member may
-// lag behind them. It may be called from a condition of require.Eventually,
-// so it does not stop the test.
-func catchUp(t *testing.T, conn *zk.Conn, path string) {
-	t.Helper()
-	if _, err := conn.Sync(path); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		t.Errorf("sync %s: %v", path, err)
-	}
 }
 
 func bg(t *testing.T) context.Context {

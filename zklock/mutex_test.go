@@ -148,6 +148,7 @@ func TestTryLock(t *testing.T) {
 	lb, err := mb.TryLock(ctx)
 	require.ErrorIs(t, err, zklock.ErrLocked)
 	require.Nil(t, lb)
+	zktest.CatchUp(t, a.Conn(), path) // b deleted its node: a's member may lag
 	cs, err := ma.Contenders(ctx)
 	require.NoError(t, err)
 	require.Len(t, cs, 1, "a failed TryLock leaves no node")
@@ -178,6 +179,7 @@ func TestLockGivesUpOnCancelAndDeadline(t *testing.T) {
 	_, err = mb.Lock(cctx)
 	require.ErrorIs(t, err, context.Canceled)
 
+	zktest.CatchUp(t, a.Conn(), path) // b deleted its node: a's member may lag
 	cs, err := ma.Contenders(ctx)
 	require.NoError(t, err)
 	require.Len(t, cs, 1, "an abandoned Lock leaves no node")

@@ -176,6 +176,7 @@ func TestObserveRereadsAfterReconnect(t *testing.T) {
 	obs := d.Connect(t, srv.Addrs())
 	oel, err := zklock.NewElection(obs, path)
 	require.NoError(t, err)
+	zktest.CatchUp(t, obs.Conn(), path) // obs's member may lag behind cand's Resign
 	blindOutage(t, d, zktest.Match{Op: zktest.OpGetChildren2, Path: path})
 	octx, cancel := context.WithTimeout(ctx, rereadWait)
 	defer cancel()

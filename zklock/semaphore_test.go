@@ -301,6 +301,7 @@ func TestSemaphorePermitsMismatch(t *testing.T) {
 	require.ErrorContains(t, err, "4")
 	_, err = s4.TryAcquire(ctx)
 	require.ErrorIs(t, err, zklock.ErrPermitsMismatch)
+	zktest.CatchUp(t, a.Conn(), path) // b deleted its node: a's member may lag
 	cs, err := s3.Contenders(ctx)
 	require.NoError(t, err)
 	require.Len(t, cs, 1, "a refused contender leaves no node")
@@ -356,6 +357,7 @@ func TestSemaphoreTryAcquire(t *testing.T) {
 	lc, err := sc.TryAcquire(ctx)
 	require.ErrorIs(t, err, zklock.ErrNoPermit)
 	require.Nil(t, lc)
+	zktest.CatchUp(t, a.Conn(), path) // c deleted its node: a's member may lag
 	cs, err := sa.Contenders(ctx)
 	require.NoError(t, err)
 	require.Len(t, cs, 2, "a failed TryAcquire leaves no node")
@@ -383,6 +385,7 @@ func TestSemaphoreWaiterGivesUp(t *testing.T) {
 	defer cancel()
 	_, err := newSem(t, connect(t, srv.Addrs()), path, permits).Acquire(dctx)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
+	zktest.CatchUp(t, first.Conn(), path) // the waiter's session deleted its node
 	cs, err := observer.Contenders(ctx)
 	require.NoError(t, err)
 	require.Len(t, cs, permits, "an abandoned Acquire leaves no node")
