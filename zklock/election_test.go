@@ -326,19 +326,33 @@ func TestElectionObserveLeavesNoWatchOnPastLeaders(t *testing.T) {
 	defer cancel()
 	ch := eo.Observe(octx)
 	require.Empty(t, recv(t, ch).Path, "no leader yet")
+	// The observer's watches are on the member it is connected to: ask
+	// them all (wchp lists data watches only).
+	allWatches := func() map[string][]int64 {
+		watches := map[string][]int64{}
+		for _, addr := range srv.Addrs() {
+			out, err := zktest.FourLetter(addr, "wchp")
+			require.NoError(t, err)
+			for p, ids := range parseWchp(out) {
+				watches[p] = append(watches[p], ids...)
+			}
+		}
+		return watches
+	}
 	var past []string
 	for i := range 5 {
 		l, err := ec.Campaign(ctx, []byte(fmt.Sprint(i)))
 		require.NoError(t, err)
 		require.Equal(t, l.Path(), recv(t, ch).Path)
+		if i == 0 { // the check below can see the observer's watches
+			require.Contains(t, allWatches()[l.Path()], o.ID(), "the observer does not watch the leader's node")
+		}
 		require.NoError(t, l.Resign(ctx))
 		// Reported only once the observer has read the node gone.
 		require.Empty(t, recv(t, ch).Path, "no leader after the resignation of %s", l.Path())
 		past = append(past, l.Path())
 	}
-	out, err := zktest.FourLetter(srv.Addrs()[0], "wchp")
-	require.NoError(t, err)
-	watches := parseWchp(out)
+	watches := allWatches()
 	for _, p := range past {
 		require.NotContains(t, watches[p], o.ID(), "the observer still watches %s, a past leader's node", p)
 	}
