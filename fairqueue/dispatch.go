@@ -139,6 +139,7 @@ type dispatcher struct {
 
 	tickets  map[string]*ticket
 	ready    []*ticket            // waiting, oldest first
+	singles  bool                 // half or more of the tickets last listed in ready/ ask for one item
 	standing map[string][]*ticket // offered tickets not yet gone, by consumer
 	live     map[string]bool      // consumers whose inbox exists
 	judge    []*ticket            // offered tickets gone, judged once consumers/ is current
@@ -749,9 +750,12 @@ func (d *dispatcher) gone(t *ticket) {
 // nor being read: those that came back, near the head of free; those of
 // consumers gone; and the next few free ones (readAhead) past those the
 // tickets waiting will take, whose offers then carry their payloads: a
-// consumer that waits for one item at a time gets it a round trip sooner.
-// Beyond those, in a big round, consumers read their items themselves, so
-// that the dispatcher's session does not read for everyone.
+// consumer that asks for one item at a time gets it a round trip sooner.
+// Only while half or more of the tickets in line ask for one item: those
+// that ask for lots read their own, and in a busy round an item read ahead
+// is often handed out before its read is back (both then read it). Beyond
+// those, in a big round, consumers read their items themselves, so that the
+// dispatcher's session does not read for everyone.
 func (d *dispatcher) toRead() []*item {
 	var out []*item
 	for _, it := range d.limbo {
@@ -765,8 +769,12 @@ func (d *dispatcher) toRead() []*item {
 	for _, t := range d.ready {
 		skip += t.want
 	}
+	ahead := 0
+	if d.singles {
+		ahead = readAhead
+	}
 	for i, it := range d.free[:min(len(d.free), maxRound)] {
-		if !it.read && !it.reading && (it.again || i >= skip && i < skip+readAhead) {
+		if !it.read && !it.reading && (it.again || i >= skip && i < skip+ahead) {
 			out = append(out, it)
 		}
 	}
@@ -796,12 +804,16 @@ func (d *dispatcher) applyReady(names []string) {
 	}
 	present := make(map[string]bool, len(names))
 	var fresh []*ticket
+	singles := 0
 	for _, name := range names {
 		tn, ok := parseTicket(name)
 		if !ok {
 			continue
 		}
 		present[name] = true
+		if tn.want == 1 {
+			singles++
+		}
 		if d.tickets[name] == nil {
 			t := &ticket{ticketName: tn, name: name}
 			d.tickets[name] = t
@@ -821,6 +833,7 @@ func (d *dispatcher) applyReady(names []string) {
 	}
 	slices.SortFunc(fresh, func(a, b *ticket) int { return int(a.seq - b.seq) })
 	d.ready = append(d.ready, fresh...)
+	d.singles = 2*singles >= len(present)
 }
 
 func (d *dispatcher) applyConsumers(names []string) {

@@ -28,7 +28,19 @@ const (
 	delayPrefix  = "d-"
 )
 
-func bucketName(n int64) string { return fmt.Sprintf("%s%010d", bucketPrefix, n) }
+func bucketName(n int64) string { return string(appendPadded([]byte(bucketPrefix), n, 10)) }
+
+// appendPadded appends n (>= 0) in decimal, zero-padded to width digits,
+// as %0*d would: names are made per item, and fmt costs a hand-out's
+// share of the consumer's CPU.
+func appendPadded(b []byte, n int64, width int) []byte {
+	var digits [20]byte
+	d := strconv.AppendInt(digits[:0], n, 10)
+	for range width - len(d) {
+		b = append(b, '0')
+	}
+	return append(b, d...)
+}
 
 // parseBucket returns the number of a bucket node, or false for anything else.
 func parseBucket(name string) (int64, bool) {
@@ -63,7 +75,11 @@ func parseItem(name string) (seq int64, key string, ok bool) {
 	return n, key, err == nil && n >= 0
 }
 
-func itemID(bucket int64, seq int64) string { return fmt.Sprintf("%010d-%010d", bucket, seq) }
+func itemID(bucket int64, seq int64) string {
+	b := make([]byte, 0, 21)
+	b = appendPadded(b, bucket, 10)
+	return string(appendPadded(append(b, '-'), seq, 10))
+}
 
 // parseID splits an id into bucket and item sequence numbers.
 func parseID(id string) (bucket, seq int64, err error) {

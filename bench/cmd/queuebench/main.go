@@ -65,6 +65,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -118,6 +119,7 @@ func main() {
 	fsync := flag.Bool("fsync", false, "the server runs with forceSync=yes: say so in the output (a label: the server's configuration makes it true; see make bench-queue-fsync)")
 	workBacklog := flag.Int("work-backlog", 2000, "mode work: items the producers keep pending")
 	out := flag.String("out", "results", "directory for queue-scaling.csv and queue-scaling.png")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (all implementations, this process only) to this file")
 	quick := flag.Bool("quick", false, "a short try: -rounds 2 -warmup 1s -d 3s -scale 1,4 -scale-rounds 1 -out results/quick, where not set")
 	flag.Parse()
 
@@ -176,7 +178,20 @@ func main() {
 	if err == nil && *prefetch < queue.DefaultPrefetch {
 		err = fmt.Errorf("-prefetch %d: want 0 or more, or -1 for Work's default", *prefetch)
 	}
-	bench.Main("queuebench", err, func(ctx context.Context) error { return run(ctx, c) })
+	bench.Main("queuebench", err, func(ctx context.Context) error {
+		if *cpuprofile != "" {
+			f, err := os.Create(*cpuprofile)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			defer pprof.StopCPUProfile()
+		}
+		return run(ctx, c)
+	})
 }
 
 func run(ctx context.Context, c config) (err error) {
