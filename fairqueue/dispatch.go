@@ -139,7 +139,7 @@ type dispatcher struct {
 
 	tickets  map[string]*ticket
 	ready    []*ticket            // waiting, oldest first
-	singles  bool                 // half or more of the tickets last listed in ready/ ask for one item
+	ahead    bool                 // read items ahead (see toRead): as ready/ was last listed
 	standing map[string][]*ticket // offered tickets not yet gone, by consumer
 	live     map[string]bool      // consumers whose inbox exists
 	judge    []*ticket            // offered tickets gone, judged once consumers/ is current
@@ -751,9 +751,10 @@ func (d *dispatcher) gone(t *ticket) {
 // consumers gone; and the next few free ones (readAhead) past those the
 // tickets waiting will take, whose offers then carry their payloads: a
 // consumer that asks for one item at a time gets it a round trip sooner.
-// Only while half or more of the tickets in line ask for one item: those
-// that ask for lots read their own, and in a busy round an item read ahead
-// is often handed out before its read is back (both then read it). Beyond
+// Only while half or more of the tickets in line ask for one item, or they
+// ask for few (2*readAhead) in all: many consumers that ask for lots read
+// their own, and in a busy round an item read ahead is often handed out
+// before its read is back (both then read it). Beyond
 // those, in a big round, consumers read their items themselves, so that the
 // dispatcher's session does not read for everyone.
 func (d *dispatcher) toRead() []*item {
@@ -770,7 +771,7 @@ func (d *dispatcher) toRead() []*item {
 		skip += t.want
 	}
 	ahead := 0
-	if d.singles {
+	if d.ahead {
 		ahead = readAhead
 	}
 	for i, it := range d.free[:min(len(d.free), maxRound)] {
@@ -804,7 +805,7 @@ func (d *dispatcher) applyReady(names []string) {
 	}
 	present := make(map[string]bool, len(names))
 	var fresh []*ticket
-	singles := 0
+	singles, wants := 0, 0
 	for _, name := range names {
 		tn, ok := parseTicket(name)
 		if !ok {
@@ -814,6 +815,7 @@ func (d *dispatcher) applyReady(names []string) {
 		if tn.want == 1 {
 			singles++
 		}
+		wants += tn.want
 		if d.tickets[name] == nil {
 			t := &ticket{ticketName: tn, name: name}
 			d.tickets[name] = t
@@ -833,7 +835,7 @@ func (d *dispatcher) applyReady(names []string) {
 	}
 	slices.SortFunc(fresh, func(a, b *ticket) int { return int(a.seq - b.seq) })
 	d.ready = append(d.ready, fresh...)
-	d.singles = 2*singles >= len(present)
+	d.ahead = 2*singles >= len(present) || wants <= 2*readAhead
 }
 
 func (d *dispatcher) applyConsumers(names []string) {
