@@ -139,7 +139,6 @@ type dispatcher struct {
 
 	tickets  map[string]*ticket
 	ready    []*ticket            // waiting, oldest first
-	ahead    bool                 // read items ahead (see toRead): as ready/ was last listed
 	standing map[string][]*ticket // offered tickets not yet gone, by consumer
 	live     map[string]bool      // consumers whose inbox exists
 	judge    []*ticket            // offered tickets gone, judged once consumers/ is current
@@ -750,13 +749,10 @@ func (d *dispatcher) gone(t *ticket) {
 // nor being read: those that came back, near the head of free; those of
 // consumers gone; and the next few free ones (readAhead) past those the
 // tickets waiting will take, whose offers then carry their payloads: a
-// consumer that asks for one item at a time gets it a round trip sooner.
-// Only while half or more of the tickets in line ask for one item, or they
-// ask for few (2*readAhead) in all: many consumers that ask for lots read
-// their own, and in a busy round an item read ahead is often handed out
-// before its read is back (both then read it). Beyond
-// those, in a big round, consumers read their items themselves, so that the
-// dispatcher's session does not read for everyone.
+// consumer that asks for one item at a time gets it a round trip sooner
+// (only while readsAhead). Beyond those, in a big round, consumers read
+// their items themselves, so that the dispatcher's session does not read
+// for everyone.
 func (d *dispatcher) toRead() []*item {
 	var out []*item
 	for _, it := range d.limbo {
@@ -771,7 +767,7 @@ func (d *dispatcher) toRead() []*item {
 		skip += t.want
 	}
 	ahead := 0
-	if d.ahead {
+	if d.readsAhead() {
 		ahead = readAhead
 	}
 	for i, it := range d.free[:min(len(d.free), maxRound)] {
@@ -780,6 +776,22 @@ func (d *dispatcher) toRead() []*item {
 		}
 	}
 	return out
+}
+
+// readsAhead says whether the items past those the tickets waiting will
+// take are read ahead: while half or more of the tickets known ask for one
+// item, or they ask for few (2*readAhead) in all. Many consumers that ask
+// for lots read their own, and in a busy round an item read ahead is often
+// handed out before its read is back (both then read it).
+func (d *dispatcher) readsAhead() bool {
+	singles, wants := 0, 0
+	for _, t := range d.tickets {
+		if t.want == 1 {
+			singles++
+		}
+		wants += t.want
+	}
+	return 2*singles >= len(d.tickets) || wants <= 2*readAhead
 }
 
 // applyRead takes in the read of an item: a consumer gone left it, and it
@@ -805,17 +817,12 @@ func (d *dispatcher) applyReady(names []string) {
 	}
 	present := make(map[string]bool, len(names))
 	var fresh []*ticket
-	singles, wants := 0, 0
 	for _, name := range names {
 		tn, ok := parseTicket(name)
 		if !ok {
 			continue
 		}
 		present[name] = true
-		if tn.want == 1 {
-			singles++
-		}
-		wants += tn.want
 		if d.tickets[name] == nil {
 			t := &ticket{ticketName: tn, name: name}
 			d.tickets[name] = t
@@ -835,7 +842,6 @@ func (d *dispatcher) applyReady(names []string) {
 	}
 	slices.SortFunc(fresh, func(a, b *ticket) int { return int(a.seq - b.seq) })
 	d.ready = append(d.ready, fresh...)
-	d.ahead = 2*singles >= len(present) || wants <= 2*readAhead
 }
 
 func (d *dispatcher) applyConsumers(names []string) {
