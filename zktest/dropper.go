@@ -177,11 +177,12 @@ type Dropper struct {
 
 // arm is one Arm or Hold not yet used.
 type arm struct {
-	match Match
-	mode  Mode          // how to cut, for an Arm
-	hold  bool          // a Hold: send it after until
-	until Match         // for a Hold
-	limit time.Duration // for a Hold: send it anyway after this long
+	match  Match
+	mode   Mode          // how to cut, for an Arm
+	hold   bool          // a Hold: send it after until
+	until  Match         // for a Hold
+	limit  time.Duration // for a Hold: send it anyway after this long
+	passed bool          // for a Hold: a request that matches until was written since it was made
 }
 
 // HoldLimit bounds how long [Dropper.Hold] holds a request back when the
@@ -201,7 +202,9 @@ func (d *Dropper) Arm(m Match, mode Mode) {
 // Hold makes the Dropper hold the next request that matches m back, and
 // send it right after the next request that matches until, once: the
 // server then applies and answers them in that order, as if the client had
-// sent them so. The held request is sent anyway after HoldLimit, and is
+// sent them so. When a request that matches until is written after the
+// Hold is made and before one that matches m, the order is so already: that
+// one goes at once. The held request is sent anyway after HoldLimit, and is
 // lost with its connection if that is cut first. It counts in Fired once
 // sent after until (not when sent after HoldLimit).
 func (d *Dropper) Hold(m, until Match) { d.HoldFor(m, until, HoldLimit) }
@@ -263,13 +266,26 @@ func (d *Dropper) Connect(t testing.TB, addrs []string, opts ...zkrecipes.Option
 func (d *Dropper) take(r request) (arm, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	taken := -1
 	for i, a := range d.arms {
 		if a.match.hits(r) {
-			d.arms = append(d.arms[:i:i], d.arms[i+1:]...)
-			return a, true
+			taken = i
+			break
 		}
 	}
-	return arm{}, false
+	if taken < 0 || d.arms[taken].hold || d.arms[taken].mode != BeforeWrite { // r is written
+		for i := range d.arms {
+			if a := &d.arms[i]; i != taken && a.hold && a.until.hits(r) {
+				a.passed = true
+			}
+		}
+	}
+	if taken < 0 {
+		return arm{}, false
+	}
+	a := d.arms[taken]
+	d.arms = append(d.arms[:taken:taken], d.arms[taken+1:]...)
+	return a, true
 }
 
 func (d *Dropper) count() {
@@ -423,6 +439,10 @@ func (c *dropConn) Write(p []byte) (int, error) {
 					a = arm{mode: AfterWrite}
 				}
 			}
+		}
+		if a.hold && a.passed {
+			c.d.count() // sent after until already: as a Hold that waited
+			a.hold = false
 		}
 		if a.hold {
 			st := &stashed{frame: append([]byte(nil), frame...), until: a.until}

@@ -257,6 +257,25 @@ func TestDropperFaultHold(t *testing.T) {
 	requireSurvived(t, s)
 }
 
+// A Hold whose until request was written before the one it holds: the
+// order is as asked already, and the held request goes at once, fired.
+func TestDropperFaultHoldPassed(t *testing.T) {
+	d, s, _, root := dropperSetup(t)
+	conn := s.Conn()
+	p := root + "/h"
+	_, err := conn.Create(p, []byte("old"), 0, zk.WorldACL(zk.PermAll))
+	require.NoError(t, err)
+	d.Hold(zktest.Match{Op: zktest.OpGetData, Path: p}, zktest.Match{Op: zktest.OpSetData, Path: p})
+	_, err = conn.Set(p, []byte("new"), -1)
+	require.NoError(t, err)
+	data, _, err := conn.Get(p)
+	require.NoError(t, err)
+	require.Equal(t, "new", string(data))
+	require.Equal(t, 0, d.Armed(), "the Hold was used")
+	require.Equal(t, 1, d.Fired(), "sent after its until request, not after the limit")
+	requireSurvived(t, s)
+}
+
 // HoldFor's limit: when the request it waits for never comes, the held one
 // goes after the limit, and the Hold does not count as fired.
 func TestDropperFaultHoldFor(t *testing.T) {
