@@ -168,12 +168,24 @@ func TestLossToldBeforeGrantUnderPartition(t *testing.T) {
 				continue // the same path through the engine as the mutex
 			}
 			t.Run(shape+"/"+h.name, func(t *testing.T) {
-				leader := c.WaitForLeader()
-				cut, other := (leader+1)%3, leader
-				if shape == "leader" {
-					cut, other = leader, (leader+1)%3
+				roles := func() (cut, other int) {
+					leader := c.WaitForLeader()
+					if shape == "leader" {
+						return leader, (leader + 1) % 3
+					}
+					return (leader + 1) % 3, leader
 				}
-				told, granted, isolated := cutOffHolder(t, c, h, cut, other)
+				cut, other := roles()
+				told, granted, isolated, stalled := cutOffHolder(t, c, h, cut, other)
+				if stalled {
+					// ZooKeeper's election, not the recipe: B's own server,
+					// of the majority, had no leader for most of B's
+					// timeout (seen once with 3.8.0 with the leader cut).
+					t.Logf("the majority elected no leader within B's session timeout; the case runs again")
+					cut, other = roles()
+					told, granted, isolated, stalled = cutOffHolder(t, c, h, cut, other)
+					require.False(t, stalled, "the majority elected no leader within B's session timeout, twice")
+				}
 				t.Logf("%s isolated: A told after %v, B granted after %v (B granted %v after A was told)",
 					shape, told.Sub(isolated).Round(time.Millisecond), granted.Sub(isolated).Round(time.Millisecond),
 					granted.Sub(told).Round(time.Millisecond))
@@ -186,8 +198,9 @@ func TestLossToldBeforeGrantUnderPartition(t *testing.T) {
 
 // cutOffHolder runs one case: A holds through server cut, B waits through
 // server other; cut is isolated; it returns when A was told, when B was
-// granted and when the cut was made.
-func cutOffHolder(t *testing.T, c *zktest.Cluster, h holding, cut, other int) (told, granted, isolated time.Time) {
+// granted and when the cut was made; or, healed, that B's session ended
+// (stalled): the majority it sits in elected no leader in time.
+func cutOffHolder(t *testing.T, c *zktest.Cluster, h holding, cut, other int) (told, granted, isolated time.Time, stalled bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	path := fmt.Sprintf("/partition/%s-%d", h.name, time.Now().UnixNano())
@@ -231,6 +244,14 @@ func cutOffHolder(t *testing.T, c *zktest.Cluster, h holding, cut, other int) (t
 	}
 	granted = <-grantedAt
 	if err := <-waitErr; err != nil {
+		if b.Err() != nil {
+			t.Logf("B's wait: %v", err)
+			c.Heal()
+			a.Close()
+			b.Close()
+			c.WaitForLeader()
+			return told, granted, isolated, true
+		}
 		t.Fatalf("B's wait: %v", err)
 	}
 	// When A is told late, how late says how long two held at once.
@@ -243,5 +264,5 @@ func cutOffHolder(t *testing.T, c *zktest.Cluster, h holding, cut, other int) (t
 	require.NoError(t, a.Close())
 	require.NoError(t, b.Close())
 	c.WaitForLeader()
-	return told, granted, isolated
+	return told, granted, isolated, false
 }
