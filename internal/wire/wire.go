@@ -211,6 +211,13 @@ type watchedConn struct {
 	rmu     sync.Mutex
 	r       frameParser
 	greeted atomic.Bool // the connect response has been read
+
+	// Read's buffer (only go-zookeeper's receive loop reads): what came
+	// from the server and the client has not taken, rbuf[rpos:], and the
+	// error that came with it.
+	rbuf []byte
+	rpos int
+	rerr error
 }
 
 // SetReadDeadline shortens go-zookeeper's deadline for the connect response
@@ -272,19 +279,44 @@ func (c *watchedConn) request(xid, op int32, at int64) {
 	c.pending = append(c.pending, r)
 }
 
+// Read hands the client what the server sent, from a buffer: go-zookeeper
+// reads each reply's length and body apart, two system calls a reply, where
+// one read takes every reply that has come. A reply is read (by received)
+// when the client takes it, as without the buffer.
 func (c *watchedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		if ferr := c.received(p[:n]); ferr != nil {
-			c.Conn.Close()
-			return 0, ferr
+	if c.rpos == len(c.rbuf) {
+		err := c.rerr
+		c.rerr = nil
+		if err == nil {
+			if c.rbuf == nil {
+				c.rbuf = make([]byte, readBuffer)
+			}
+			var n int
+			n, err = c.Conn.Read(c.rbuf[:cap(c.rbuf)])
+			c.rbuf, c.rpos = c.rbuf[:n], 0
+			if n > 0 {
+				c.rerr = err // after what came with it
+				err = nil
+			}
+		}
+		if err != nil {
+			if !c.greeted.Load() && c.t.cfg.Unanswered != nil {
+				c.t.cfg.Unanswered(c.addr, fmt.Errorf("server %s: no answer to the connect request: %w", c.addr, err))
+			}
+			return 0, err
 		}
 	}
-	if err != nil && !c.greeted.Load() && c.t.cfg.Unanswered != nil {
-		c.t.cfg.Unanswered(c.addr, fmt.Errorf("server %s: no answer to the connect request: %w", c.addr, err))
+	n := copy(p, c.rbuf[c.rpos:])
+	c.rpos += n
+	if ferr := c.received(p[:n]); ferr != nil {
+		c.Conn.Close()
+		return 0, ferr
 	}
-	return n, err
+	return n, nil
 }
+
+// readBuffer is the size of a connection's read buffer.
+const readBuffer = 32 << 10
 
 // received reads the replies in p; an error refuses the connection.
 func (c *watchedConn) received(p []byte) error {
