@@ -21,16 +21,23 @@ func handshakeFrame(sid int64, ms int32) []byte {
 	return frame(append(hs, make([]byte, 16)...))       // password
 }
 
-// The frame parser sees the stream in whatever pieces the network gives:
-// here, every split of a handshake and a create reply.
-func TestFrameParserAnyChunking(t *testing.T) {
-	path := "/l/" + NodePrefix + "abc-lock-0000000001"
+// createdStream is what a server sends a new session (0x1234) that
+// created path: the connect response, then the reply to the create (xid 7,
+// zxid 0xfeed).
+func createdStream(path string) []byte {
 	rep := binary.BigEndian.AppendUint32(nil, 7)     // xid
 	rep = binary.BigEndian.AppendUint64(rep, 0xfeed) // zxid
 	rep = binary.BigEndian.AppendUint32(rep, 0)      // err
 	rep = binary.BigEndian.AppendUint32(rep, uint32(len(path)))
 	rep = append(rep, path...)
-	stream := append(handshakeFrame(0x1234, 4000), frame(rep)...)
+	return append(handshakeFrame(0x1234, 4000), frame(rep)...)
+}
+
+// The frame parser sees the stream in whatever pieces the network gives:
+// here, every split of a handshake and a create reply.
+func TestFrameParserAnyChunking(t *testing.T) {
+	path := "/l/" + NodePrefix + "abc-lock-0000000001"
+	stream := createdStream(path)
 
 	for cut := 1; cut < len(stream); cut++ {
 		tr := New(Config{})

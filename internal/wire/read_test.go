@@ -37,12 +37,7 @@ func (c *chunkConn) Read(p []byte) (int, error) {
 // that came with the last bytes handed over only after them.
 func TestReadBuffersReplies(t *testing.T) {
 	path := "/l/" + NodePrefix + "abc-lock-0000000001"
-	rep := binary.BigEndian.AppendUint32(nil, 7)     // xid
-	rep = binary.BigEndian.AppendUint64(rep, 0xfeed) // zxid
-	rep = binary.BigEndian.AppendUint32(rep, 0)      // err
-	rep = binary.BigEndian.AppendUint32(rep, uint32(len(path)))
-	rep = append(rep, path...)
-	stream := append(handshakeFrame(0x1234, 4000), frame(rep)...)
+	stream := createdStream(path)
 	cut := errors.New("connection reset")
 	under := &chunkConn{chunks: [][]byte{stream}, err: cut}
 	tr := New(Config{})
