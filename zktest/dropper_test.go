@@ -40,6 +40,17 @@ func dropperSetup(t *testing.T) (*zktest.Dropper, *zkrecipes.Session, *zkrecipes
 	return d, s, other, root
 }
 
+// dropperNode is dropperSetup with a node made through the dropper's
+// session: that session, its connection and the node's path.
+func dropperNode(t *testing.T, name string, data []byte) (*zktest.Dropper, *zkrecipes.Session, *zk.Conn, string) {
+	t.Helper()
+	d, s, _, root := dropperSetup(t)
+	p := root + "/" + name
+	_, err := s.Conn().Create(p, data, 0, zk.WorldACL(zk.PermAll))
+	require.NoError(t, err)
+	return d, s, s.Conn(), p
+}
+
 // requireSurvived checks that s is live, still bound to its session, and
 // answers requests.
 func requireSurvived(t *testing.T, s *zkrecipes.Session) {
@@ -233,11 +244,7 @@ func TestDropperFaultArmsAddUp(t *testing.T) {
 // Hold sends a request after a later one: here a read goes after a write
 // the client sent after it, and sees the write.
 func TestDropperFaultHold(t *testing.T) {
-	d, s, _, root := dropperSetup(t)
-	conn := s.Conn()
-	p := root + "/h"
-	_, err := conn.Create(p, []byte("old"), 0, zk.WorldACL(zk.PermAll))
-	require.NoError(t, err)
+	d, s, conn, p := dropperNode(t, "h", []byte("old"))
 	d.Hold(zktest.Match{Op: zktest.OpGetData, Path: p}, zktest.Match{Op: zktest.OpSetData, Path: p})
 	read := make(chan string, 1)
 	go func() {
@@ -250,7 +257,7 @@ func TestDropperFaultHold(t *testing.T) {
 	}()
 	// The read is held back once the Hold is used up.
 	require.Eventually(t, func() bool { return d.Armed() == 0 }, 10*time.Second, time.Millisecond)
-	_, err = conn.Set(p, []byte("new"), -1)
+	_, err := conn.Set(p, []byte("new"), -1)
 	require.NoError(t, err)
 	require.Equal(t, "new", <-read, "the held read went after the write")
 	require.Equal(t, 1, d.Fired())
@@ -260,13 +267,9 @@ func TestDropperFaultHold(t *testing.T) {
 // A Hold whose until request was written before the one it holds: the
 // order is as asked already, and the held request goes at once, fired.
 func TestDropperFaultHoldPassed(t *testing.T) {
-	d, s, _, root := dropperSetup(t)
-	conn := s.Conn()
-	p := root + "/h"
-	_, err := conn.Create(p, []byte("old"), 0, zk.WorldACL(zk.PermAll))
-	require.NoError(t, err)
+	d, s, conn, p := dropperNode(t, "h", []byte("old"))
 	d.Hold(zktest.Match{Op: zktest.OpGetData, Path: p}, zktest.Match{Op: zktest.OpSetData, Path: p})
-	_, err = conn.Set(p, []byte("new"), -1)
+	_, err := conn.Set(p, []byte("new"), -1)
 	require.NoError(t, err)
 	data, _, err := conn.Get(p)
 	require.NoError(t, err)
@@ -279,11 +282,7 @@ func TestDropperFaultHoldPassed(t *testing.T) {
 // HoldFor's limit: when the request it waits for never comes, the held one
 // goes after the limit, and the Hold does not count as fired.
 func TestDropperFaultHoldFor(t *testing.T) {
-	d, s, _, root := dropperSetup(t)
-	conn := s.Conn()
-	p := root + "/h"
-	_, err := conn.Create(p, []byte("data"), 0, zk.WorldACL(zk.PermAll))
-	require.NoError(t, err)
+	d, s, conn, p := dropperNode(t, "h", []byte("data"))
 	const limit = 100 * time.Millisecond
 	d.HoldFor(zktest.Match{Op: zktest.OpGetData, Path: p}, zktest.Match{Op: zktest.OpSetData, Path: p}, limit)
 	began := time.Now()

@@ -27,11 +27,7 @@ func nextState(t *testing.T, ch <-chan zkrecipes.StateChange) zkrecipes.StateCha
 // AfterReply lets the reply through, then cuts: the call succeeds, and the
 // session survives the cut that follows.
 func TestDropperFaultAfterReply(t *testing.T) {
-	d, s, _, root := dropperSetup(t)
-	conn := s.Conn()
-	p := root + "/r"
-	_, err := conn.Create(p, []byte("data"), 0, zk.WorldACL(zk.PermAll))
-	require.NoError(t, err)
+	d, s, conn, p := dropperNode(t, "r", []byte("data"))
 	changes := s.StateChanges()
 	d.Arm(zktest.Match{Op: zktest.OpGetData, Path: p}, zktest.AfterReply)
 	data, _, err := conn.Get(p)
@@ -44,13 +40,9 @@ func TestDropperFaultAfterReply(t *testing.T) {
 
 // Match.Watch: only a read that sets a watch matches.
 func TestDropperMatchWatch(t *testing.T) {
-	d, s, _, root := dropperSetup(t)
-	conn := s.Conn()
-	p := root + "/w"
-	_, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
-	require.NoError(t, err)
+	d, s, conn, p := dropperNode(t, "w", nil)
 	d.Arm(zktest.Match{Op: zktest.OpGetData, Path: p, Watch: true}, zktest.AfterWrite)
-	_, _, err = conn.Get(p)
+	_, _, err := conn.Get(p)
 	require.NoError(t, err, "a read without a watch does not match")
 	require.Equal(t, 0, d.Fired())
 	_, _, _, err = conn.GetW(p)
