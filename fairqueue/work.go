@@ -84,14 +84,15 @@ func WithBackoff(first, last time.Duration) WorkOption {
 // time with the default one handler and one item ahead): a finished job's
 // ack waits, at most 10ms, for the lot's others, and one multi acks them
 // all and puts a ticket in line for as many items, so that Work is handed
-// out, and reads its offers, once per lot. A handler's error, or panic (recovered, and
-// logged with its stack), gives the job back with NackAfter, held for the
-// back-off (WithBackoff); a job delivered WithMaxAttempts times goes to
-// the dead letters instead. When Work stops, it waits for the handlers still
-// running (their ctx ends with Work's): a job whose handler then returns
-// nil is acked, one whose handler failed is given back (at once if ctx
-// ended, else held for its back-off), and every item held ahead is given
-// back at once (at its WithMaxAttempts-th delivery, to the dead letters).
+// out, and reads its offers, once per lot. A handler's error, or panic
+// (recovered, and logged with its stack), gives the job back with
+// NackAfter, held for the back-off (WithBackoff); a job delivered
+// WithMaxAttempts times goes to the dead letters instead. When Work stops,
+// it waits for the handlers still running (their ctx ends with Work's): a
+// job whose handler then returns nil is acked, one whose handler failed is
+// given back (at once if ctx ended, else held for its back-off), and every
+// item held ahead is given back at once (at its WithMaxAttempts-th
+// delivery, to the dead letters).
 func (q *Queue) Work(ctx context.Context, h Handler, opts ...WorkOption) error {
 	o := workOptions{handlers: 1, prefetch: 1, backoff: [2]time.Duration{time.Second, 5 * time.Minute}, ackLinger: ackLinger}
 	for _, opt := range opts {
