@@ -118,6 +118,7 @@ type item struct {
 	until       time.Time // free from then
 	limbo       bool      // its consumer is gone: read it to learn if it is still there
 	reading     bool
+	free        bool // among d.free
 }
 
 func (it *item) path(q *Queue) string { return q.bucketPath(it.bucket) + "/" + it.name }
@@ -226,7 +227,7 @@ func (d *dispatcher) rebuild(ctx context.Context) error {
 			return err
 		})
 	}
-	if err := r.Wait(); err != nil {
+	if err := r.Wait(ctx); err != nil {
 		return d.ended(ctx, err)
 	}
 	d.hwm = highMark(mark.Data)
@@ -245,7 +246,7 @@ func (d *dispatcher) rebuild(ctx context.Context) error {
 			return err
 		})
 	}
-	if err := r.Wait(); err != nil {
+	if err := r.Wait(ctx); err != nil {
 		return d.ended(ctx, err)
 	}
 	d.applyReady(lists[wReady])
@@ -686,6 +687,9 @@ func (d *dispatcher) settle(h handOut, res []zk.MultiResponse, err error) error 
 		taken[it] = true
 	}
 	d.free = slices.DeleteFunc(d.free, func(it *item) bool { return taken[it] })
+	for it := range taken {
+		it.free = false
+	}
 	for _, it := range h.bury {
 		d.forget(it)
 		d.q.s.Telemetry().Buried()
@@ -873,7 +877,7 @@ func (d *dispatcher) applyHeld(names []string) {
 			t.items = slices.DeleteFunc(t.items, func(x *item) bool { return x == it })
 			it.ticket = nil
 		}
-		d.free = slices.DeleteFunc(d.free, func(x *item) bool { return x == it })
+		d.unfree(it)
 		it.again, it.held, it.limbo = true, name, false
 		if until.After(time.Now()) {
 			it.until, d.later = until, append(d.later, it)
@@ -944,7 +948,7 @@ func (d *dispatcher) applyTail(names []string) {
 	slices.SortFunc(fresh, func(a, b *item) int { return int(a.seq - b.seq) })
 	for _, it := range fresh {
 		d.maxSeen = it.id
-		it.again = it.id <= d.hwm
+		it.again, it.free = it.id <= d.hwm, true
 		d.free = append(d.free, it)
 	}
 	if d.cur != d.newest() {
@@ -985,7 +989,7 @@ func (d *dispatcher) forget(it *item) {
 		return
 	}
 	delete(d.items, it.id)
-	d.free = slices.DeleteFunc(d.free, func(x *item) bool { return x == it })
+	d.unfree(it)
 	if d.perBucket[it.bucket]--; d.perBucket[it.bucket] <= 0 {
 		delete(d.perBucket, it.bucket)
 		if it.bucket < d.cur {
@@ -996,11 +1000,19 @@ func (d *dispatcher) forget(it *item) {
 
 // setFree puts it among the free items, at its place by id.
 func (d *dispatcher) setFree(it *item) {
-	if slices.Contains(d.free, it) {
+	if it.free {
 		return
 	}
 	i, _ := slices.BinarySearchFunc(d.free, it.id, func(x *item, id string) int { return strings.Compare(x.id, id) })
-	d.free = slices.Insert(d.free, i, it)
+	d.free, it.free = slices.Insert(d.free, i, it), true
+}
+
+// unfree takes it out of the free items (an item settled is most often
+// not among them: no look then).
+func (d *dispatcher) unfree(it *item) {
+	if it.free {
+		d.free, it.free = slices.DeleteFunc(d.free, func(x *item) bool { return x == it }), false
+	}
 }
 
 // sideTasks sends what the dispatcher does besides handing out: moving

@@ -67,6 +67,8 @@ type Queue struct {
 	// shared multis.
 	puts *batch.Group[putItem, putResult]
 	acks *batch.Group[ackReq, ackResult]
+	// readers read the items a consumer is offered, one goroutine each.
+	readers *znode.Pool
 }
 
 // New returns the queue at path. It writes nothing: nodes are created by
@@ -104,6 +106,7 @@ func New(s *zkrecipes.Session, path string, opts ...Option) (*Queue, error) {
 		waiting: map[string]chan<- answer{}, answered: map[string]bool{}, early: map[string]answer{}}
 	q.puts = &batch.Group[putItem, putResult]{Do: q.putBatch, Take: takePuts}
 	q.acks = &batch.Group[ackReq, ackResult]{Do: q.ackBatch, Take: takeAcks}
+	q.readers = znode.NewPool(q.closing, ss.Done())
 	observePending(q)
 	return q, nil
 }
@@ -268,7 +271,7 @@ func (q *Queue) Len(ctx context.Context) (int, error) {
 	r.Do(func() (err error) { bs, err = q.listBuckets(ctx); return err })
 	r.Do(func() (err error) { tickets, err = znode.Children(ctx, q.s, q.ready); return err })
 	r.Do(func() (err error) { consumers, err = znode.Children(ctx, q.s, q.consumers); return err })
-	if err := r.Wait(); err != nil {
+	if err := r.Wait(ctx); err != nil {
 		return 0, fmt.Errorf("fairqueue: len: %w", err)
 	}
 	// Ask for every bucket's size and every inbox at once: the client
@@ -294,7 +297,7 @@ func (q *Queue) Len(ctx context.Context) (int, error) {
 			return ignoreNoNode(err)
 		})
 	}
-	if err := r.Wait(); err != nil {
+	if err := r.Wait(ctx); err != nil {
 		return 0, fmt.Errorf("fairqueue: len: %w", err)
 	}
 	n := 0

@@ -2,10 +2,11 @@ package fairqueue
 
 import (
 	"context"
-	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -177,9 +178,11 @@ func (q *Queue) want(ctx context.Context, n int, kind byte, answers chan<- answe
 	return "", fmt.Errorf("put a ticket in %s: it keeps vanishing", q.ready)
 }
 
+// newTag returns 8 random hex digits: a tag tells apart the tickets of
+// one consumer (its name has the session's id), so it needs no more.
 func newTag() string {
 	var b [4]byte
-	_, _ = rand.Read(b[:])
+	binary.BigEndian.PutUint32(b[:], rand.Uint32())
 	return hex.EncodeToString(b[:])
 }
 
@@ -293,18 +296,19 @@ func (q *Queue) sendBack(ops []any) (int, error) {
 // of date) makes no job; if ctx ends first, the items are given back.
 func (q *Queue) jobs(ctx context.Context, a answer) ([]*Job, error) {
 	nodes := make([]znode.Node, len(a.offers))
-	var r znode.Reads
+	r := znode.Reads{Pool: q.readers}
+	rctx := context.WithoutCancel(ctx) // Wait ends with ctx
 	for i, o := range a.offers {
 		if o.carried {
 			nodes[i] = znode.Node{Data: o.data, Stat: &zk.Stat{Version: o.version}}
 			continue
 		}
 		r.Do(func() (err error) {
-			nodes[i], err = znode.Get(ctx, q.s, q.bucketPath(o.bucket)+"/"+o.name)
+			nodes[i], err = znode.Get(rctx, q.s, q.bucketPath(o.bucket)+"/"+o.name)
 			return ignoreNoNode(err)
 		})
 	}
-	if err := r.Wait(); err != nil {
+	if err := r.Wait(ctx); err != nil {
 		q.s.Cleanup("give back "+a.ticket, func() error { return q.giveBack(a) })
 		if q.s.Err() != nil {
 			return nil, fmt.Errorf("%w: %w", errInboxLost, q.s.Err())

@@ -111,14 +111,23 @@ func (q *Queue) Work(ctx context.Context, h Handler, opts ...WorkOption) error {
 	w := &worker{q: q, o: o, answers: make(chan answer, credits), waiting: map[string]bool{}, flushAt: max(1, (credits+1)/2)}
 	w.stand(ctx, credits, "")
 	jobs := make(chan *Job, credits)
-	var wg, settling sync.WaitGroup
+	// A job is settled by a goroutine of its own while its handler goes
+	// on with the next: as many settlers as credits, so that a handler
+	// never waits for one (a job holds its credit until settled). They
+	// stay, and keep the stack that an ack grows.
+	done := make(chan ran, credits)
+	var wg, settlers sync.WaitGroup
+	for range credits {
+		settlers.Go(func() {
+			for r := range done {
+				w.settle(ctx, r.j, r.err)
+			}
+		})
+	}
 	for range o.handlers {
 		wg.Go(func() {
 			for j := range jobs {
-				// The handler goes on with the next job while its ack
-				// (with a ticket for one more) is sent.
-				herr := run(ctx, h, j)
-				settling.Go(func() { w.settle(ctx, j, herr) })
+				done <- ran{j, run(ctx, h, j)}
 			}
 		})
 	}
@@ -128,13 +137,20 @@ func (q *Queue) Work(ctx context.Context, h Handler, opts ...WorkOption) error {
 	}
 	close(jobs)
 	wg.Wait()
+	close(done)
 	w.flush() // the acks still waiting for their lot
-	settling.Wait()
+	settlers.Wait()
 	w.leave()
 	if errors.Is(err, context.Cause(ctx)) {
 		return err
 	}
 	return fmt.Errorf("fairqueue: work: %w", err)
+}
+
+// ran is a job whose handler returned err.
+type ran struct {
+	j   *Job
+	err error
 }
 
 // worker is Work's state: its tickets waiting for an offer, where their
