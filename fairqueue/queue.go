@@ -61,7 +61,7 @@ type Queue struct {
 	standing  bool
 	stop      context.CancelFunc
 	done      chan struct{}
-	unsettled map[string]bool // the tickets of the Jobs not yet settled nor lost
+	unsettled map[string]int // the tickets of the Jobs not yet settled nor lost: how many Jobs each
 
 	// puts and acks send concurrent Puts, and Acks (and tickets), in
 	// shared multis.
@@ -99,7 +99,7 @@ func New(s *zkrecipes.Session, path string, opts ...Option) (*Queue, error) {
 		maxAttempts: o.maxAttempts, bucketSize: o.bucketSize,
 		items: path + "/items", ready: path + "/ready", consumers: path + "/consumers", dispatch: path + "/dispatch",
 		dead: path + "/dead", held: path + "/held", delayed: path + "/delayed", keys: path + "/keys",
-		closing: make(chan struct{}), unsettled: map[string]bool{},
+		closing: make(chan struct{}), unsettled: map[string]int{},
 	}
 	q.name = consumerName(ss.ID(), newTag())
 	q.in = &inbox{q: q, path: q.consumers + "/" + q.name,
@@ -192,7 +192,7 @@ func (q *Queue) Close(ctx context.Context) error {
 func (q *Queue) holding(j *Job) {
 	name := j.ticket[len(q.ready)+1:]
 	q.mu.Lock()
-	q.unsettled[name] = true
+	q.unsettled[name]++ // the Jobs of a lot share their ticket
 	q.mu.Unlock()
 	context.AfterFunc(j.o.Context(), func() {
 		select {
@@ -220,7 +220,9 @@ func (q *Queue) holding(j *Job) {
 		default:
 		}
 		q.mu.Lock()
-		delete(q.unsettled, name)
+		if q.unsettled[name]--; q.unsettled[name] <= 0 {
+			delete(q.unsettled, name)
+		}
 		last := q.closed && len(q.unsettled) == 0
 		q.mu.Unlock()
 		if last {
@@ -238,7 +240,7 @@ func (q *Queue) isClosed() bool {
 func (q *Queue) holds(ticket string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.unsettled[ticket]
+	return q.unsettled[ticket] > 0
 }
 
 func (q *Queue) bucketPath(n int64) string { return q.items + "/" + bucketName(n) }

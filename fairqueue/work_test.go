@@ -235,6 +235,72 @@ func TestWorkAcksInLots(t *testing.T) {
 	require.Empty(t, names(t, other, p+"/ready"))
 }
 
+// Close while Work holds part of a lot (jobs offered on one ticket, some
+// settled): the jobs still running keep their delivery, and their acks,
+// the last with the ticket's delete, land; the inbox goes after them.
+func TestCloseWhileWorkHoldsPartOfALot(t *testing.T) {
+	srv := setup(t)
+	p := queuePath(t, srv.Addrs())
+	ctx := bg(t, 60*time.Second)
+	q := fq(t, connect(t, srv.Addrs()), p)
+	other := connect(t, srv.Addrs())
+	producer := fq(t, other, p)
+	jobs := []string{"0", "1", "2", "3"}
+	var batch [][]byte
+	release := map[string]chan struct{}{}
+	for _, d := range jobs {
+		batch = append(batch, []byte(d))
+		release[d] = make(chan struct{})
+	}
+	_, err := producer.PutMany(ctx, batch)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	item := map[string]string{} // a job's data: its item's path
+	started := make(chan struct{}, len(jobs))
+	var lost atomic.Int32
+	stop := work(t, ctx, q, func(ctx context.Context, j *fairqueue.Job) error {
+		mu.Lock()
+		item[string(j.Data())] = j.Guard().Path
+		mu.Unlock()
+		started <- struct{}{}
+		<-release[string(j.Data())]
+		select {
+		case <-j.Done():
+			lost.Add(1)
+		default:
+		}
+		return nil
+	}, fairqueue.WithHandlers(4), fairqueue.WithPrefetch(0))
+	for range jobs {
+		recv(t, started, "the jobs to start")
+	}
+	acked := func(d string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		ok, _, err := other.Conn().Exists(item[d])
+		require.NoError(t, err)
+		return !ok
+	}
+	close(release["0"])
+	close(release["1"])
+	require.Eventually(t, func() bool { return acked("0") && acked("1") }, liveWait, 5*time.Millisecond,
+		"the lot of jobs 0 and 1 acked")
+	require.NoError(t, q.Close(ctx))
+	close(release["2"])
+	close(release["3"])
+	require.ErrorIs(t, stop(), fairqueue.ErrClosed)
+	require.Zero(t, lost.Load(), "a delivery of the lot lost to Close")
+	zktest.CatchUp(t, other.Conn(), p)
+	require.True(t, acked("2") && acked("3"), "jobs 2 and 3 acked after Close")
+	_, err = producer.TryTake(ctx)
+	require.ErrorIs(t, err, fairqueue.ErrEmpty, "an item of the lot came back")
+	inbox := p + "/consumers/" + fairqueue.Name(q)
+	require.Eventually(t, func() bool {
+		ok, _, err := other.Conn().Exists(inbox)
+		return err == nil && !ok
+	}, liveWait, 10*time.Millisecond, "the closed Queue's inbox removed after its last job")
+}
+
 // A handler whose job's claim is lost sees its ctx end, with ErrClaimLost.
 func TestWorkHandlerSeesClaimLost(t *testing.T) {
 	srv := setup(t)
