@@ -105,7 +105,11 @@ func (q *Queue) takeOne(ctx context.Context, kind byte) (*Job, error) {
 			q.s.Cleanup("told empty "+ticket, q.dropStep(ticket))
 			return nil, nil
 		}
-		js, err := q.jobs(ctx, a)
+		jss, err := q.jobs(ctx, a)
+		var js []*Job
+		if err == nil {
+			js = jss[0]
+		}
 		if err != nil || len(js) == 1 {
 			if len(js) == 1 {
 				js[0].fromTake = kind == kindTake
@@ -289,44 +293,51 @@ func (q *Queue) sendBack(ops []any) (int, error) {
 	return q.multiIn(q.s.Conn(), q.held, "give back", ops)
 }
 
-// jobs reads the items of a ticket's answer (at once: the client
-// pipelines the reads), unless their offers carried them, and makes them
-// Jobs, oldest first, sharing the ticket: the last to be settled deletes
+// jobs reads the items of the answers, all at once (the client pipelines
+// the reads), unless their offers carried them, and makes each answer's
+// Jobs, oldest first, sharing its ticket: the last to be settled deletes
 // it. An item gone or moved on (deleted by another client, or an offer out
-// of date) makes no job; if ctx ends first, the items are given back.
-func (q *Queue) jobs(ctx context.Context, a answer) ([]*Job, error) {
-	nodes := make([]znode.Node, len(a.offers))
+// of date) makes no job; if ctx ends first, every answer is given back.
+func (q *Queue) jobs(ctx context.Context, as ...answer) ([][]*Job, error) {
+	nodes := make([][]znode.Node, len(as))
 	r := znode.Reads{Pool: q.readers}
 	rctx := context.WithoutCancel(ctx) // Wait ends with ctx
-	for i, o := range a.offers {
-		if o.carried {
-			nodes[i] = znode.Node{Data: o.data, Stat: &zk.Stat{Version: o.version}}
-			continue
+	for k, a := range as {
+		nodes[k] = make([]znode.Node, len(a.offers))
+		for i, o := range a.offers {
+			if o.carried {
+				nodes[k][i] = znode.Node{Data: o.data, Stat: &zk.Stat{Version: o.version}}
+				continue
+			}
+			r.Do(func() (err error) {
+				nodes[k][i], err = znode.Get(rctx, q.s, q.bucketPath(o.bucket)+"/"+o.name)
+				return ignoreNoNode(err)
+			})
 		}
-		r.Do(func() (err error) {
-			nodes[i], err = znode.Get(rctx, q.s, q.bucketPath(o.bucket)+"/"+o.name)
-			return ignoreNoNode(err)
-		})
 	}
 	if err := r.Wait(ctx); err != nil {
-		q.s.Cleanup("give back "+a.ticket, func() error { return q.giveBack(a) })
+		for _, a := range as {
+			q.s.Cleanup("give back "+a.ticket, func() error { return q.giveBack(a) })
+		}
 		if q.s.Err() != nil {
 			return nil, fmt.Errorf("%w: %w", errInboxLost, q.s.Err())
 		}
 		return nil, err
 	}
-	l := &lot{ticket: a.ticket}
-	var js []*Job
-	for i, o := range a.offers {
-		if nodes[i].Stat != nil && nodes[i].Stat.Version == o.version {
-			js = append(js, newJob(q, l, o, nodes[i].Data, a.token))
+	out := make([][]*Job, len(as))
+	for k, a := range as {
+		l := &lot{ticket: a.ticket}
+		for i, o := range a.offers {
+			if n := nodes[k][i]; n.Stat != nil && n.Stat.Version == o.version {
+				out[k] = append(out[k], newJob(q, l, o, n.Data, a.token))
+			}
 		}
+		if l.left = len(out[k]); l.left == 0 {
+			q.s.Cleanup("settle "+a.ticket, q.s.DeleteStep(q.ready+"/"+a.ticket))
+		}
+		slices.SortFunc(out[k], func(a, b *Job) int { return strings.Compare(a.id, b.id) })
 	}
-	if l.left = len(js); l.left == 0 {
-		q.s.Cleanup("settle "+a.ticket, q.s.DeleteStep(q.ready+"/"+a.ticket))
-	}
-	slices.SortFunc(js, func(a, b *Job) int { return strings.Compare(a.id, b.id) })
-	return js, nil
+	return out, nil
 }
 
 // lot is a ticket shared by the Jobs of its items: the last one settled

@@ -208,16 +208,16 @@ func (w *worker) loop(ctx context.Context, jobs chan<- *Job) error {
 			delete(w.waiting, a.ticket)
 		}
 		w.mu.Unlock()
-		for _, a := range as {
-			js, err := q.jobs(ctx, a)
-			if err != nil {
-				continue // given back; ctx or the session ends the loop
-			}
+		jss, err := q.jobs(ctx, as...)
+		if err != nil {
+			continue // given back; ctx or the session ends the loop
+		}
+		for k, a := range as {
 			// Items that did not come, or came gone, make no job: stand
 			// for as many more.
 			t, _ := parseTicket(a.ticket)
-			w.stand(ctx, t.want-len(js), "")
-			for _, j := range js {
+			w.stand(ctx, t.want-len(jss[k]), "")
+			for _, j := range jss[k] {
 				jobs <- j
 			}
 		}
