@@ -52,15 +52,22 @@ func encodeInbox(os []offer) []byte {
 		if i > 0 && t == os[i-1].ticket {
 			t = "." // the ticket of the offer before
 		}
-		switch {
-		case o.name == "":
-			b = fmt.Appendf(b, "%s -\n", t)
-		case o.carried:
-			b = fmt.Appendf(b, "%s %s/%s %d %d\n", t, bucketName(o.bucket), o.name, o.version, len(o.data))
-			b = append(b, o.data...)
-		default:
-			b = fmt.Appendf(b, "%s %s/%s %d -1\n", t, bucketName(o.bucket), o.name, o.version)
+		// No fmt: the dispatcher writes every standing offer again with
+		// each hand-out.
+		b = append(append(b, t...), ' ')
+		if o.name == "" {
+			b = append(b, "-\n"...)
+			continue
 		}
+		b = appendPadded(append(b, bucketPrefix...), o.bucket, 10)
+		b = append(append(append(b, '/'), o.name...), ' ')
+		b = append(strconv.AppendInt(b, int64(o.version), 10), ' ')
+		if !o.carried {
+			b = append(b, "-1\n"...)
+			continue
+		}
+		b = append(strconv.AppendInt(b, int64(len(o.data)), 10), '\n')
+		b = append(b, o.data...)
 	}
 	return b
 }

@@ -23,6 +23,13 @@ func TestInboxRoundTrip(t *testing.T) {
 	b := encodeInbox(os)
 	require.Equal(t, os, parseInbox(b))
 	require.Equal(t, 1, bytes.Count(b, []byte(t1)), "the ticket of several offers is written once: %q", b)
+	// The bytes themselves: consumers and dispatchers of other builds
+	// read them.
+	require.Equal(t, t1+" b0000000002/"+itemBase("")+"0000000041 0 19\na payload\n1 2 3 -1\n"+
+		". b0000000002/"+itemBase("k1")+"0000000042 3 -1\n"+
+		". b0000000003/"+itemBase("")+"0000000000 0 0\n"+
+		t2+" -\n"+
+		t3+" b0000000003/"+itemBase("")+"0000000001 1 1\n.", string(b))
 
 	// A "." with no offer before it ends the reading there.
 	require.Empty(t, parseInbox([]byte(". b0000000002/i-0000000041 0 -1\n")))

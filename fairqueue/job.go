@@ -63,13 +63,14 @@ func newJob(q *Queue, l *lot, o offer, data []byte, token int64) *Job {
 	// no round trip; and only a moment later, so that a job settled at once
 	// costs no read and its Ack does not wait behind one.
 	ticket := q.ready + "/" + l.ticket
-	ow := owner.Start(owner.Config{Session: q.s, Path: ticket, Version: ticketServed,
-		Lost: ErrClaimLost, Released: errDone, Settled: ErrSettled,
-		FirstLook: claimFirstLook, Hold: q.s.Telemetry().StartJob()})
 	_, key, _ := parseItem(o.name)
-	j := &Job{q: q, o: ow, lot: l, id: o.id(), item: q.bucketPath(o.bucket) + "/" + o.name, ticket: ticket, key: key,
+	j := &Job{q: q, lot: l, id: o.id(), item: q.bucketPath(o.bucket) + "/" + o.name, ticket: ticket, key: key,
 		bucket: o.bucket, name: o.name, data: data, version: o.version, token: token}
 	q.holding(j)
+	j.o = owner.Start(owner.Config{Session: q.s, Path: ticket, Version: ticketServed,
+		Lost: ErrClaimLost, Released: errDone, Settled: ErrSettled,
+		FirstLook: claimFirstLook, Hold: q.s.Telemetry().StartJob(),
+		Ended: func(lost bool) { q.holdEnded(j, lost) }})
 	return j
 }
 

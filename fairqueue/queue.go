@@ -185,50 +185,50 @@ func (q *Queue) Close(ctx context.Context) error {
 	}
 }
 
-// holding notes a Job on ticket until it is settled or lost; a closed
-// Queue's last Job removes the inbox. A Job lost while the session lives
-// (another client deleted or wrote its ticket) gives its item back: the
-// dispatcher takes the ticket's going for a settlement.
+// holding notes a Job on ticket until it is settled or lost (see holdEnded).
 func (q *Queue) holding(j *Job) {
+	q.mu.Lock()
+	q.unsettled[j.ticket[len(q.ready)+1:]]++ // the Jobs of a lot share their ticket
+	q.mu.Unlock()
+}
+
+// holdEnded is told, by its owner, that j's holding ended: a closed Queue's
+// last Job removes the inbox. A Job lost while the session lives (another
+// client deleted or wrote its ticket) gives its item back: the dispatcher
+// takes the ticket's going for a settlement.
+func (q *Queue) holdEnded(j *Job, lost bool) {
+	if lost {
+		sent := false
+		q.s.Cleanup("give back "+j.id, func() error {
+			if sent {
+				// Sent, and its answer lost with the connection. Its
+				// ticket is gone already, so nothing in the multi fails
+				// if it landed: it would make a second node in held/.
+				// While the item is as we got it, a node of its in held/
+				// is ours.
+				landed, err := q.givenBack(j.bucket, j.name)
+				if err != nil || landed {
+					return err
+				}
+			}
+			sent = true
+			_, err := q.sendBack(q.backOps(j.bucket, j.name, j.version, time.Now()))
+			if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
+				return nil // settled, or offered again since
+			}
+			return err
+		})
+	}
 	name := j.ticket[len(q.ready)+1:]
 	q.mu.Lock()
-	q.unsettled[name]++ // the Jobs of a lot share their ticket
+	if q.unsettled[name]--; q.unsettled[name] <= 0 {
+		delete(q.unsettled, name)
+	}
+	last := q.closed && len(q.unsettled) == 0
 	q.mu.Unlock()
-	context.AfterFunc(j.o.Context(), func() {
-		select {
-		case <-j.o.Lost():
-			sent := false
-			q.s.Cleanup("give back "+j.id, func() error {
-				if sent {
-					// Sent, and its answer lost with the connection. Its
-					// ticket is gone already, so nothing in the multi fails
-					// if it landed: it would make a second node in held/.
-					// While the item is as we got it, a node of its in
-					// held/ is ours.
-					landed, err := q.givenBack(j.bucket, j.name)
-					if err != nil || landed {
-						return err
-					}
-				}
-				sent = true
-				_, err := q.sendBack(q.backOps(j.bucket, j.name, j.version, time.Now()))
-				if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
-					return nil // settled, or offered again since
-				}
-				return err
-			})
-		default:
-		}
-		q.mu.Lock()
-		if q.unsettled[name]--; q.unsettled[name] <= 0 {
-			delete(q.unsettled, name)
-		}
-		last := q.closed && len(q.unsettled) == 0
-		q.mu.Unlock()
-		if last {
-			q.s.Cleanup("remove "+q.in.path, func() error { return q.in.remove(context.Background()) })
-		}
-	})
+	if last {
+		q.s.Cleanup("remove "+q.in.path, func() error { return q.in.remove(context.Background()) })
+	}
 }
 
 func (q *Queue) isClosed() bool {

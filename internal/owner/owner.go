@@ -95,6 +95,11 @@ type Config struct {
 	// behind one. Until then only the session's end is seen as a loss; a
 	// stranger's delete is seen at the first look.
 	FirstLook time.Duration
+	// Ended, when not nil, is called once the holding has ended and every
+	// request is answered, in the owner's goroutine, with whether it was
+	// lost: what the holder keeps of it can go, without a goroutine of
+	// its own.
+	Ended func(lost bool)
 }
 
 // Owner is the one goroutine that owns a held node's state.
@@ -112,6 +117,7 @@ type Owner struct {
 	wake   chan struct{} // a request is in the inbox; never blocks
 
 	hold       *telemetry.Hold
+	ended      func(lost bool)
 	version    atomic.Int32 // the node's data version, as the holder left it
 	mu         sync.Mutex
 	err        error      // nil while held
@@ -171,7 +177,7 @@ func newOwner(cfg Config) *Owner {
 		s: cfg.Session, path: cfg.Path, lostErr: cfg.Lost, released: cfg.Released, settled: cfg.Settled,
 		ctx: ctx, cancel: cancel, lost: make(chan struct{}), wake: make(chan struct{}, 1),
 		defRelease: cfg.Release, dirEv: cfg.DirEv, reconnect: cfg.Reconnect,
-		hold: cfg.Hold,
+		hold: cfg.Hold, ended: cfg.Ended,
 	}
 	if o.reconnect == nil {
 		o.reconnect = cfg.Session.NextReconnect()
@@ -644,6 +650,9 @@ func (o *Owner) settle() {
 	}
 	if o.cache != nil {
 		o.cacheSettled()
+	}
+	if o.ended != nil {
+		o.ended(!errors.Is(o.Err(), o.released))
 	}
 }
 
