@@ -106,25 +106,15 @@ func (q *Queue) takeOne(ctx context.Context, kind byte) (*Job, error) {
 			return nil, nil
 		}
 		jss, err := q.jobs(ctx, a)
-		var js []*Job
-		if err == nil {
-			js = jss[0]
+		if err != nil {
+			return nil, err
 		}
-		if err != nil || len(js) == 1 {
-			if len(js) == 1 {
-				js[0].fromTake = kind == kindTake
-			}
-			return firstJob(js), err
+		if js := jss[0]; len(js) == 1 {
+			js[0].fromTake = kind == kindTake
+			return js[0], nil
 		}
 		// The item was gone (deleted by another client): take again.
 	}
-}
-
-func firstJob(js []*Job) *Job {
-	if len(js) == 0 {
-		return nil
-	}
-	return js[0]
 }
 
 // want puts a ticket of ours for n items in line, in one multi shared
