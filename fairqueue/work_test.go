@@ -167,6 +167,57 @@ func TestWorkStopsAndGivesBack(t *testing.T) {
 	require.Empty(t, names(t, other, p+"/ready"))
 }
 
+// fourJobs is a consumer q with the jobs "0" to "3" put for it in one
+// PutMany, by producer on another session; a handler that begins a job
+// with begin waits for its release.
+type fourJobs struct {
+	q, producer *fairqueue.Queue
+	other       *zkrecipes.Session
+	release     map[string]chan struct{}
+	started     chan struct{}
+	mu          sync.Mutex
+	item        map[string]string // a job's data: its item's path
+}
+
+func newFourJobs(t *testing.T, ctx context.Context, srv *zktest.Server, p string) *fourJobs {
+	f := &fourJobs{q: fq(t, connect(t, srv.Addrs()), p), other: connect(t, srv.Addrs()),
+		release: map[string]chan struct{}{}, started: make(chan struct{}, 4), item: map[string]string{}}
+	f.producer = fq(t, f.other, p)
+	var batch [][]byte
+	for _, d := range []string{"0", "1", "2", "3"} {
+		batch = append(batch, []byte(d))
+		f.release[d] = make(chan struct{})
+	}
+	_, err := f.producer.PutMany(ctx, batch)
+	require.NoError(t, err)
+	return f
+}
+
+// begin notes j's item, tells that j started, and returns j's release.
+func (f *fourJobs) begin(j *fairqueue.Job) <-chan struct{} {
+	f.mu.Lock()
+	f.item[string(j.Data())] = j.Guard().Path
+	f.mu.Unlock()
+	f.started <- struct{}{}
+	return f.release[string(j.Data())]
+}
+
+// allStarted waits until the four jobs have begun.
+func (f *fourJobs) allStarted(t *testing.T) {
+	for range 4 {
+		recv(t, f.started, "the jobs to start")
+	}
+}
+
+// acked says whether job d's item is gone.
+func (f *fourJobs) acked(t *testing.T, d string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ok, _, err := f.other.Conn().Exists(f.item[d])
+	require.NoError(t, err)
+	return !ok
+}
+
 // Work acks in lots of half its credits: a finished job's ack waits for
 // the lot's other job, and both go out once it is done; when Work stops,
 // an ack still waiting for its lot is sent (nothing finished is left
@@ -175,44 +226,19 @@ func TestWorkAcksInLots(t *testing.T) {
 	srv := setup(t)
 	p := queuePath(t, srv.Addrs())
 	ctx := bg(t, 60*time.Second)
-	q := fq(t, connect(t, srv.Addrs()), p)
-	other := connect(t, srv.Addrs())
-	producer := fq(t, other, p)
-	jobs := []string{"0", "1", "2", "3"}
-	var batch [][]byte
-	release := map[string]chan struct{}{}
-	for _, d := range jobs {
-		batch = append(batch, []byte(d))
-		release[d] = make(chan struct{})
-	}
-	_, err := producer.PutMany(ctx, batch)
-	require.NoError(t, err)
-	var mu sync.Mutex
-	item := map[string]string{} // a job's data: its item's path
-	started := make(chan struct{}, len(jobs))
+	f := newFourJobs(t, ctx, srv, p)
+	q, other, producer, release := f.q, f.other, f.producer, f.release
 	stop := work(t, ctx, q, func(ctx context.Context, j *fairqueue.Job) error {
-		mu.Lock()
-		item[string(j.Data())] = j.Guard().Path
-		mu.Unlock()
-		started <- struct{}{}
 		select {
-		case <-release[string(j.Data())]:
+		case <-f.begin(j):
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}, fairqueue.WithHandlers(4), fairqueue.WithPrefetch(0), fairqueue.WithAckLinger(time.Hour),
 		fairqueue.WithBackoff(time.Hour, time.Hour))
-	for range jobs {
-		recv(t, started, "the jobs to start")
-	}
-	acked := func(d string) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		ok, _, err := other.Conn().Exists(item[d])
-		require.NoError(t, err)
-		return !ok
-	}
+	f.allStarted(t)
+	acked := func(d string) bool { return f.acked(t, d) }
 	close(release["0"])
 	require.Never(t, func() bool { return acked("0") }, 300*time.Millisecond, 10*time.Millisecond,
 		"job 0 acked alone: a lot is 2 jobs (4 handlers, nothing ahead)")
@@ -242,28 +268,11 @@ func TestCloseWhileWorkHoldsPartOfALot(t *testing.T) {
 	srv := setup(t)
 	p := queuePath(t, srv.Addrs())
 	ctx := bg(t, 60*time.Second)
-	q := fq(t, connect(t, srv.Addrs()), p)
-	other := connect(t, srv.Addrs())
-	producer := fq(t, other, p)
-	jobs := []string{"0", "1", "2", "3"}
-	var batch [][]byte
-	release := map[string]chan struct{}{}
-	for _, d := range jobs {
-		batch = append(batch, []byte(d))
-		release[d] = make(chan struct{})
-	}
-	_, err := producer.PutMany(ctx, batch)
-	require.NoError(t, err)
-	var mu sync.Mutex
-	item := map[string]string{} // a job's data: its item's path
-	started := make(chan struct{}, len(jobs))
+	f := newFourJobs(t, ctx, srv, p)
+	q, other, producer, release := f.q, f.other, f.producer, f.release
 	var lost atomic.Int32
 	stop := work(t, ctx, q, func(ctx context.Context, j *fairqueue.Job) error {
-		mu.Lock()
-		item[string(j.Data())] = j.Guard().Path
-		mu.Unlock()
-		started <- struct{}{}
-		<-release[string(j.Data())]
+		<-f.begin(j)
 		select {
 		case <-j.Done():
 			lost.Add(1)
@@ -271,16 +280,8 @@ func TestCloseWhileWorkHoldsPartOfALot(t *testing.T) {
 		}
 		return nil
 	}, fairqueue.WithHandlers(4), fairqueue.WithPrefetch(0))
-	for range jobs {
-		recv(t, started, "the jobs to start")
-	}
-	acked := func(d string) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		ok, _, err := other.Conn().Exists(item[d])
-		require.NoError(t, err)
-		return !ok
-	}
+	f.allStarted(t)
+	acked := func(d string) bool { return f.acked(t, d) }
 	close(release["0"])
 	close(release["1"])
 	require.Eventually(t, func() bool { return acked("0") && acked("1") }, liveWait, 5*time.Millisecond,
@@ -292,7 +293,7 @@ func TestCloseWhileWorkHoldsPartOfALot(t *testing.T) {
 	require.Zero(t, lost.Load(), "a delivery of the lot lost to Close")
 	zktest.CatchUp(t, other.Conn(), p)
 	require.True(t, acked("2") && acked("3"), "jobs 2 and 3 acked after Close")
-	_, err = producer.TryTake(ctx)
+	_, err := producer.TryTake(ctx)
 	require.ErrorIs(t, err, fairqueue.ErrEmpty, "an item of the lot came back")
 	inbox := p + "/consumers/" + fairqueue.Name(q)
 	require.Eventually(t, func() bool {
