@@ -40,7 +40,8 @@ func (c *Counter) Dial(network, addr string, timeout time.Duration) (net.Conn, e
 	return &countedConn{Conn: conn, c: c}, nil
 }
 
-// Requests is how many requests with one of ops were written so far; with
+// Requests is how many requests with one of ops were written so far
+// (counted as the client hands them to the connection); with
 // no ops, every request but pings (which the client sends on its own
 // while idle) and the re-sent watches and auth of a reconnect.
 func (c *Counter) Requests(ops ...int32) int64 {
@@ -118,12 +119,16 @@ type countedConn struct {
 	w, r frameSplit
 }
 
+// Write counts the requests in p before it writes them: a request counted
+// after its write could still be uncounted when its reply, or what the
+// server did for it, is seen (a test that reads the count then would miss
+// it). A write that fails part way counts its requests all the same; its
+// connection is done.
 func (cc *countedConn) Write(p []byte) (int, error) {
-	n, err := cc.Conn.Write(p)
 	if cc.c.Path != "" {
 		cc.w.keep = maxKeep
 	}
-	cc.w.feed(p[:n], func(first bool, head []byte) {
+	cc.w.feed(p, func(first bool, head []byte) {
 		if !first && len(head) >= 8 {
 			if cc.c.Path != "" && !onPath(parseRequest(head), cc.c.Path) {
 				return
@@ -137,7 +142,7 @@ func (cc *countedConn) Write(p []byte) (int, error) {
 			cc.c.mu.Unlock()
 		}
 	})
-	return n, err
+	return cc.Conn.Write(p)
 }
 
 func (cc *countedConn) Read(p []byte) (int, error) {
