@@ -284,6 +284,9 @@ func (d *dispatcher) step(ctx context.Context) error {
 			d.multi = true
 			d.async(func() func() error {
 				res, err := d.q.s.Conn().Multi(h.ops...)
+				if d.q.handedOut != nil {
+					d.q.handedOut()
+				}
 				return func() error {
 					d.multi = false
 					return d.settle(h, res, err)
@@ -487,9 +490,17 @@ type handOut struct {
 	what    []opOf              // what each op is, to read a failure by
 	served  []*ticket           // in line order
 	gets    map[*ticket][]*item // what each gets (none: a TryTake told so)
+	planned map[*item]planned
 	bury    []*item
 	touched []string
 	hwm     string
+}
+
+// planned is what a hand-out found of an item it hands out: its node in
+// held/, which the multi deletes, and whether the multi bumps it.
+type planned struct {
+	held string
+	bump bool
 }
 
 type opOf struct {
@@ -507,7 +518,7 @@ type opOf struct {
 // letters an item that would be delivered more than WithMaxAttempts times.
 func (d *dispatcher) plan() handOut {
 	q := d.q
-	h := handOut{gets: map[*ticket][]*item{}}
+	h := handOut{gets: map[*ticket][]*item{}, planned: map[*item]planned{}}
 	if d.dirty[wHeld] || d.listing[wHeld] || len(d.limbo) > 0 || len(d.judge) > 0 {
 		// An item may be coming back, to go before those known free:
 		// learn which first.
@@ -579,6 +590,7 @@ func (d *dispatcher) plan() handOut {
 		news[t.consumer] = append(news[t.consumer], &ticket{ticketName: t.ticketName, name: t.name, items: h.gets[t]})
 		for _, it := range h.gets[t] {
 			h.hwm = max(h.hwm, it.id)
+			h.planned[it] = planned{it.held, it.again}
 			if it.again {
 				add(&zk.SetDataRequest{Path: it.path(q), Data: it.data, Version: it.version}, opOf{it: it})
 			}
@@ -663,14 +675,23 @@ func (d *dispatcher) settle(h handOut, res []zk.MultiResponse, err error) error 
 	}
 	for _, t := range h.served {
 		d.ready = slices.DeleteFunc(d.ready, func(x *ticket) bool { return x == t })
-		t.offered, t.items = true, h.gets[t]
+		t.offered = true
 		d.standing[t.consumer] = append(d.standing[t.consumer], t)
-		for _, it := range t.items {
-			it.ticket = t
-			if it.again {
+		for _, it := range h.gets[t] {
+			p := h.planned[it]
+			if p.bump {
 				it.version++
 				d.q.s.Telemetry().Redelivered()
 			}
+			if it.held != p.held {
+				// Given back already: a listing of held/ taken in before
+				// this reply (their goroutines race to hand them over)
+				// showed a node of its that the multi did not delete. It
+				// stays free, to be read again.
+				it.read, it.data = false, nil
+				continue
+			}
+			it.ticket, t.items = t, append(t.items, it)
 			it.again, it.read, it.data, it.held = false, false, nil, ""
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -214,4 +215,47 @@ func TestDispatcherCutOffWithItsFollower(t *testing.T) {
 	}
 	_, err = b.TryTake(ctx)
 	require.ErrorIs(t, err, fairqueue.ErrEmpty)
+}
+
+// The dispatcher takes in what it sends from goroutines that race to hand
+// their outcomes over, so a listing of held/ may be taken in before the
+// reply to the hand-out that preceded it. An item handed out and given
+// back at once (its node in held/ listed first) stays free, and is handed
+// out again: it was forgotten, its new node in held/ left as seen, and no
+// Take got it again. The hook holds the hand-out's reply until the give-back
+// has been listed.
+func TestGiveBackTakenInBeforeItsHandOut(t *testing.T) {
+	srv := setup(t)
+	p := queuePath(t, srv.Addrs())
+	ctx := bg(t, 60*time.Second)
+	other := connect(t, srv.Addrs())
+	var armed atomic.Bool
+	hold := func() {
+		if !armed.CompareAndSwap(true, false) {
+			return
+		}
+		// The multi has landed: the node in held/ it deleted is gone, and
+		// the next one is the give-back's.
+		for deadline := time.Now().Add(liveWait); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if held, _, err := other.Conn().Children(p + "/held"); err == nil && len(held) > 0 {
+				break
+			}
+		}
+		time.Sleep(200 * time.Millisecond) // the dispatcher lists held/ and takes it in
+	}
+	q := newQueue(t, connect(t, srv.Addrs()), p, fairqueue.WithHandOutHook(hold))
+	id, err := q.Put(ctx, []byte("x"))
+	require.NoError(t, err)
+	j := takeWithin(t, q, other, p, "the item")
+	require.NoError(t, j.Nack(ctx)) // held/ exists from now on
+
+	armed.Store(true)
+	j = takeWithin(t, q, other, p, "the item, given back once")
+	require.Equal(t, 2, j.Attempt())
+	require.NoError(t, j.Nack(ctx))
+	j = takeWithin(t, q, other, p, "the item, given back while its hand-out's reply was held")
+	require.Equal(t, id, j.ID())
+	require.Equal(t, 3, j.Attempt())
+	require.NoError(t, j.Ack(ctx))
+	require.False(t, armed.Load(), "the hook held no hand-out")
 }

@@ -3,6 +3,10 @@ package fairqueue
 // WithBucketSize lets the tests use small buckets.
 var WithBucketSize = withBucketSize
 
+// WithHandOutHook has the dispatcher call f once each hand-out multi is
+// answered, before it takes the answer in.
+var WithHandOutHook = withHandOutHook
+
 // WithAckLinger sets how long a Work's ack waits for its lot.
 var WithAckLinger = withAckLinger
 

@@ -14,6 +14,7 @@ type options struct {
 	maxAttempts int
 	acl         []zk.ACL
 	bucketSize  int
+	handedOut   func()
 	errs        []error
 }
 
@@ -58,4 +59,11 @@ func withBucketSize(n int) Option {
 		}
 		o.bucketSize = n
 	}
+}
+
+// withHandOutHook has the dispatcher call f once each hand-out multi is
+// answered, before it takes the answer in (tests: what it learns meanwhile
+// is taken in first).
+func withHandOutHook(f func()) Option {
+	return func(o *options) { o.handedOut = f }
 }

@@ -43,6 +43,7 @@ type Queue struct {
 
 	maxAttempts int
 	bucketSize  int
+	handedOut   func() // see withHandOutHook
 
 	items, ready, consumers, dispatch, dead, held, delayed, keys string
 
@@ -96,7 +97,7 @@ func New(s *zkrecipes.Session, path string, opts ...Option) (*Queue, error) {
 	}
 	q := &Queue{
 		s: ss, pub: s, log: ss.Log().With("queue", path), dir: path, acl: o.acl,
-		maxAttempts: o.maxAttempts, bucketSize: o.bucketSize,
+		maxAttempts: o.maxAttempts, bucketSize: o.bucketSize, handedOut: o.handedOut,
 		items: path + "/items", ready: path + "/ready", consumers: path + "/consumers", dispatch: path + "/dispatch",
 		dead: path + "/dead", held: path + "/held", delayed: path + "/delayed", keys: path + "/keys",
 		closing: make(chan struct{}), unsettled: map[string]int{},
