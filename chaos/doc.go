@@ -28,7 +28,9 @@
 //     sessions and grants their locks to others;
 //   - the leader cut off likewise;
 //   - the connections of a client just granted the mutex frozen past its
-//     session timeout;
+//     session timeout (once none of its releases is out: one frozen
+//     between its write and its reply may have landed or not, which the
+//     checker cannot tell);
 //   - a holder stopped with SIGSTOP past its session timeout right after it
 //     read the register (the holder that wakes up to write: Kleppmann's
 //     scenario);

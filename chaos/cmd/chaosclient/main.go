@@ -99,8 +99,11 @@ type client struct {
 
 	out     *record.Writer
 	freezer zktest.Freezer
-	quiet   chan struct{} // closed by "quiesce"
-	ops     atomic.Int64
+	// releasing is read-held by each release, from its Release event to
+	// its Unlocked; a freeze waits for those out (see freeze).
+	releasing sync.RWMutex
+	quiet     chan struct{} // closed by "quiesce"
+	ops       atomic.Int64
 }
 
 func main() {
@@ -194,7 +197,7 @@ func (c *client) commands() {
 			if err != nil {
 				continue
 			}
-			c.freezer.Freeze()
+			c.freeze()
 			c.out.Emit(record.Event{K: record.Frozen, N: ms})
 			time.AfterFunc(time.Duration(ms)*time.Millisecond, func() {
 				c.freezer.Thaw()
@@ -205,6 +208,29 @@ func (c *client) commands() {
 			c.out.Emit(record.Event{K: record.Quiet})
 		}
 	}
+}
+
+// freeze cuts the connections once no release is out (a second at most),
+// holding off new ones until then. A release frozen between its write and
+// its reply may have landed, handing the lock on at once, or not, and the
+// checker cannot tell which: a lease whose release is unconfirmed ends,
+// for it, only when its loss is told, after that grant. A release begun
+// after the freeze goes nowhere: the lock waits for the session's expiry.
+func (c *client) freeze() {
+	locked := make(chan struct{})
+	go func() {
+		c.releasing.Lock()
+		close(locked)
+	}()
+	select {
+	case <-locked:
+	case <-time.After(time.Second):
+	}
+	c.freezer.Freeze()
+	go func() {
+		<-locked
+		c.releasing.Unlock()
+	}()
 }
 
 func (c *client) quiesced() bool {
@@ -307,6 +333,8 @@ func server(s *zkrecipes.Session) string { return s.Conn().Server() }
 
 // release emits Release, ends the lease with end and emits Unlocked.
 func (c *client) release(w string, l *zklock.Lease, end func(context.Context) error) {
+	c.releasing.RLock()
+	defer c.releasing.RUnlock()
 	f := l.Fence()
 	c.out.Emit(record.Event{W: w, K: record.Release, Tok: f.Holding, Sec: f.Section})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
