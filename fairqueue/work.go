@@ -111,10 +111,10 @@ func (q *Queue) Work(ctx context.Context, h Handler, opts ...WorkOption) error {
 	w := &worker{q: q, o: o, answers: make(chan answer, credits), waiting: map[string]bool{}, flushAt: max(1, (credits+1)/2)}
 	w.stand(ctx, credits, "")
 	jobs := make(chan *Job, credits)
-	// A job is settled by a goroutine of its own while its handler goes
-	// on with the next: as many settlers as credits, so that a handler
-	// never waits for one (a job holds its credit until settled). They
-	// stay, and keep the stack that an ack grows.
+	// A job is settled off its handler's goroutine, so that the handler
+	// goes on with the next: by one of as many settlers as credits, so
+	// that a handler never waits for one (a job holds its credit until
+	// settled). They stay, and keep the stack that an ack grows.
 	done := make(chan ran, credits)
 	var wg, settlers sync.WaitGroup
 	for range credits {
