@@ -80,11 +80,12 @@ func WithBackoff(first, last time.Duration) WorkOption {
 //
 // Work stands in line with tickets for one item per handler and per item
 // held ahead, and reads the items it is offered unless their offers carry
-// them. Acks go in lots of half of those credits, rounded up (one at a
-// time with the default one handler and one item ahead): a finished job's
-// ack waits, at most 10ms, for the lot's others, and one multi acks them
-// all and puts a ticket in line for as many items, so that Work is handed
-// out, and reads its offers, once per lot. A handler's error, or panic
+// them. Acks go in lots of one job per handler (one at a time with the
+// default one handler): a finished job's ack waits, at most 10ms, for the
+// lot's others, and one multi acks them all and puts a ticket in line for
+// as many items, so that Work is handed out, and reads its offers, once
+// per lot; the items held ahead keep handlers busy while a lot's ticket
+// waits for its hand-out. A handler's error, or panic
 // (recovered, and logged with its stack), gives the job back with
 // NackAfter, held for the back-off (WithBackoff); a job delivered
 // WithMaxAttempts times goes to the dead letters instead. When Work stops,
@@ -108,7 +109,7 @@ func (q *Queue) Work(ctx context.Context, h Handler, opts ...WorkOption) error {
 		return fmt.Errorf("fairqueue: work: %w", err)
 	}
 	credits := o.handlers + o.prefetch
-	w := &worker{q: q, o: o, answers: make(chan answer, credits), waiting: map[string]bool{}, flushAt: max(1, (credits+1)/2)}
+	w := &worker{q: q, o: o, answers: make(chan answer, credits), waiting: map[string]bool{}, flushAt: o.handlers}
 	w.stand(ctx, credits, "")
 	jobs := make(chan *Job, credits)
 	// A job is settled off its handler's goroutine, so that the handler
@@ -163,13 +164,13 @@ type worker struct {
 	waiting map[string]bool
 	stopped bool
 
-	// Acks go out in lots: one multi acks flushAt jobs (half of Work's
-	// credits, rounded up: with an odd number rounded down, the one left
-	// over waited out its linger alone) and puts one ticket in line for as
-	// many items, so that the dispatcher hands out, and the consumer reads
-	// its inbox, once per lot and not once per job. An ack waits for its
-	// lot at most ackLinger: meanwhile the other half of the credits stands
-	// in line.
+	// Acks go out in lots: one multi acks flushAt jobs (one per handler)
+	// and puts one ticket in line for as many items, so that the dispatcher
+	// hands out, and the consumer reads its inbox, once per lot and not once
+	// per job. An ack waits for its lot at most ackLinger: meanwhile the
+	// items held ahead run. Lots of half the credits, the earlier rule, cost
+	// the server a hand-out, an inbox write and read, and ticket writes per
+	// 6 jobs, not per 16, with 16 handlers.
 	flushAt int
 	acks    chan struct{} // closed when the acks waiting go out
 	queued  int           // acks waiting

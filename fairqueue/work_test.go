@@ -202,6 +202,13 @@ func (f *fourJobs) begin(j *fairqueue.Job) <-chan struct{} {
 	return f.release[string(j.Data())]
 }
 
+// started2 waits until two more jobs have begun.
+func (f *fourJobs) started2(t *testing.T) {
+	for range 2 {
+		recv(t, f.started, "the jobs to start")
+	}
+}
+
 // allStarted waits until the four jobs have begun.
 func (f *fourJobs) allStarted(t *testing.T) {
 	for range 4 {
@@ -218,7 +225,7 @@ func (f *fourJobs) acked(t *testing.T, d string) bool {
 	return !ok
 }
 
-// Work acks in lots of half its credits: a finished job's ack waits for
+// Work acks in lots of one job per handler: a finished job's ack waits for
 // the lot's other job, and both go out once it is done; when Work stops,
 // an ack still waiting for its lot is sent (nothing finished is left
 // unacked), and a job whose handler ended with Work is given back.
@@ -235,16 +242,17 @@ func TestWorkAcksInLots(t *testing.T) {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	}, fairqueue.WithHandlers(4), fairqueue.WithPrefetch(0), fairqueue.WithAckLinger(time.Hour),
+	}, fairqueue.WithHandlers(2), fairqueue.WithPrefetch(0), fairqueue.WithAckLinger(time.Hour),
 		fairqueue.WithBackoff(time.Hour, time.Hour))
-	f.allStarted(t)
+	f.started2(t)
 	acked := func(d string) bool { return f.acked(t, d) }
 	close(release["0"])
 	require.Never(t, func() bool { return acked("0") }, 300*time.Millisecond, 10*time.Millisecond,
-		"job 0 acked alone: a lot is 2 jobs (4 handlers, nothing ahead)")
+		"job 0 acked alone: a lot is 2 jobs (2 handlers)")
 	close(release["1"])
 	require.Eventually(t, func() bool { return acked("0") && acked("1") }, liveWait, 5*time.Millisecond,
 		"the lot of jobs 0 and 1 acked")
+	f.started2(t) // jobs 2 and 3, on the ticket the lot's ack put in line
 	close(release["2"])
 	require.Never(t, func() bool { return acked("2") }, 300*time.Millisecond, 10*time.Millisecond,
 		"job 2 acked alone")
