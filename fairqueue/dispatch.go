@@ -343,32 +343,72 @@ func (d *dispatcher) listDirty(ctx context.Context) {
 }
 
 // readItems reads the items whose data the next hand-out needs (see
-// toRead), each once.
+// toRead), each once. A blob is read once for all its items that have
+// not been handed out (their version is 0: only a hand-out bumps one); an
+// item handed out before is read for its version, and then its blob.
 func (d *dispatcher) readItems(ctx context.Context) {
+	q := d.q
+	byBlob := map[string][]*item{}
 	for _, it := range d.toRead() {
 		it.reading = true
+		blob, _, isBlob := parseBlobRef(it.name)
+		if isBlob && !it.again {
+			p := q.blobDir(it.bucket) + "/" + blob
+			byBlob[p] = append(byBlob[p], it)
+			continue
+		}
 		d.async(func() func() error {
-			n, err := znode.Get(ctx, d.q.s, it.path(d.q))
-			return func() error {
-				it.reading = false
-				switch {
-				case err != nil && !errors.Is(err, zk.ErrNoNode):
-					return d.ended(ctx, err)
-				case it.ticket != nil:
-					// Handed out while this read was out, its offer
-					// without the payload: the view keeps no data of an
-					// item held, and one given back is read again.
-					return nil
-				case err != nil:
-					it.data, it.read = nil, false
-				default:
-					it.data, it.version, it.read = n.Data, n.Stat.Version, true
+			n, err := znode.Get(ctx, q.s, it.path(q))
+			if err == nil && isBlob {
+				var b znode.Node
+				if b, err = znode.Get(ctx, q.s, q.blobDir(it.bucket)+"/"+blob); err == nil {
+					n.Data = it.payload(b.Data)
 				}
-				d.applyRead(it)
+			}
+			return func() error { return d.applyItemRead(ctx, it, n, err) }
+		})
+	}
+	for p, its := range byBlob {
+		d.async(func() func() error {
+			b, err := znode.Get(ctx, q.s, p)
+			return func() error {
+				for _, it := range its {
+					n := znode.Node{Data: it.payload(b.Data), Stat: &zk.Stat{}}
+					if err := d.applyItemRead(ctx, it, n, err); err != nil {
+						return err
+					}
+				}
 				return nil
 			}
 		})
 	}
+}
+
+// payload is the item's part of its blob's data.
+func (it *item) payload(blob []byte) []byte {
+	_, idx, _ := parseBlobRef(it.name)
+	data, _ := blobPart(blob, idx)
+	return data
+}
+
+// applyItemRead takes in the read of an item.
+func (d *dispatcher) applyItemRead(ctx context.Context, it *item, n znode.Node, err error) error {
+	it.reading = false
+	switch {
+	case err != nil && !errors.Is(err, zk.ErrNoNode):
+		return d.ended(ctx, err)
+	case it.ticket != nil:
+		// Handed out while this read was out, its offer
+		// without the payload: the view keeps no data of an
+		// item held, and one given back is read again.
+		return nil
+	case err != nil:
+		it.data, it.read = nil, false
+	default:
+		it.data, it.version, it.read = n.Data, n.Stat.Version, true
+	}
+	d.applyRead(it)
+	return nil
 }
 
 func (d *dispatcher) newest() int64 {
@@ -1059,7 +1099,7 @@ func (d *dispatcher) sideTasks(ctx context.Context) {
 	}
 	for _, b := range d.drop {
 		d.async(func() func() error {
-			err := q.s.Conn().Delete(q.bucketPath(b), -1)
+			err := q.dropBucket(b)
 			if err != nil && !errors.Is(err, zk.ErrNotEmpty) && !errors.Is(err, zk.ErrNoNode) && !session.IsConnErr(err) {
 				q.log.Debug("fairqueue: could not delete drained bucket", "bucket", b, "err", err)
 			}
@@ -1086,6 +1126,26 @@ func (d *dispatcher) sideTasks(ctx context.Context) {
 			}
 		})
 	}
+}
+
+// dropBucket deletes a drained bucket with its blobs; not while an item
+// is in it (the multi fails).
+func (q *Queue) dropBucket(b int64) error {
+	blobs, _, err := q.s.Conn().Children(q.blobDir(b))
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return err
+	}
+	var ops []any
+	for _, name := range blobs {
+		ops = append(ops, &zk.DeleteRequest{Path: q.blobDir(b) + "/" + name, Version: -1})
+	}
+	if err == nil {
+		ops = append(ops, &zk.DeleteRequest{Path: q.blobDir(b), Version: -1})
+	}
+	ops = append(ops, &zk.DeleteRequest{Path: q.bucketPath(b), Version: -1})
+	res, err := q.s.Conn().Multi(ops...)
+	_, err = znode.MultiErr(res, err)
+	return err
 }
 
 // ended names why a read stopped: the end of the leadership, ctx or the

@@ -31,3 +31,18 @@ func Name(q *Queue) string { return q.name }
 // SpareLoop says whether the Queue's Takes follow their Acks at once, so
 // that the next Ack of a Take's job puts a spare ticket in line.
 func SpareLoop(q *Queue) bool { return q.spares.want() }
+
+// ItemData is the payload of the item node name of bucket dir b under
+// items (its node's data, or its part of its blob's, read with get).
+func ItemData(items, b, name string, get func(string) ([]byte, error)) ([]byte, error) {
+	blob, idx, ok := parseBlobRef(name)
+	if !ok {
+		return get(items + "/" + b + "/" + name)
+	}
+	data, err := get(items + "/" + blobDirPrefix + b[len(bucketPrefix):] + "/" + blob)
+	if err != nil {
+		return nil, err
+	}
+	part, _ := blobPart(data, idx)
+	return part, nil
+}

@@ -573,6 +573,7 @@ var (
 	aimHeldDir     = aim{name: "held/ container create", op: zktest.OpCreateContainer, under: "/held"}
 	aimItemRead    = aim{name: "item read", op: zktest.OpGetData, under: "/items/b"}
 	aimPut         = aim{name: "put multi", op: zktest.OpCheck, under: "/items/b"}
+	aimBlobRead    = aim{name: "blob read", op: zktest.OpGetData, under: "/items/p"}
 
 	// The dispatcher's.
 	aimListReady     = aim{name: "ready/ listing", op: zktest.OpGetChildren2, under: "/ready", watch: true}
@@ -626,6 +627,28 @@ var scenarios = []scenario{
 			big := strings.Repeat("x", 8<<10)
 			ids := e.put(t, ctx, big)
 			takeCase(t, ctx, e, f, fq(t, e.s, e.p), delivery{ids[0], big, 0})
+		},
+	},
+	{
+		// A Take of an item of a PutMany, too large for its offer to
+		// carry: the consumer reads the batch's blob.
+		name: "take-blob",
+		aims: []aim{aimBlobRead},
+		run: func(t *testing.T, ctx context.Context, e env, f *fault) {
+			e.elect(t, ctx, e.other)
+			a, b := strings.Repeat("a", 8<<10), strings.Repeat("b", 8<<10)
+			ids := e.put(t, ctx, a, b)
+			fctx, cancel := f.opCtx(e, ctx)
+			defer cancel()
+			j, err := fq(t, e.s, e.p).Take(fctx)
+			f.callReturned()
+			hit := f.done(e, dropWait)
+			want, rest := delivery{ids[0], a, 0}, delivery{ids[1], b, 0}
+			if tookOrGaveUp(t, ctx, f, taken{j, err}, want, "Take") {
+				finish(t, ctx, e, f, "Take", hit, rest)
+				return
+			}
+			finish(t, ctx, e, f, "Take", hit, want, rest)
 		},
 	},
 	{
@@ -1353,7 +1376,17 @@ var scenarios = []scenario{
 		aims:  []aim{aimListConsumers, aimListReady, aimListHeld, aimItemRead, aimBump},
 		noCtx: true,
 		run: func(t *testing.T, ctx context.Context, e env, f *fault) {
-			limboCase(t, ctx, e, f, false)
+			limboCase(t, ctx, e, f, false, false)
+		},
+	},
+	{
+		// As limbo, the item one of a PutMany: the dispatcher reads the
+		// item for its version, and its blob for its payload.
+		name:  "limbo-blob",
+		aims:  []aim{aimItemRead, aimBlobRead},
+		noCtx: true,
+		run: func(t *testing.T, ctx context.Context, e env, f *fault) {
+			limboCase(t, ctx, e, f, false, true)
 		},
 	},
 	{
@@ -1366,7 +1399,16 @@ var scenarios = []scenario{
 			{name: "hand-out multi burying an item", op: zktest.OpCreate, under: "/dead/", skip: 1},
 		},
 		run: func(t *testing.T, ctx context.Context, e env, f *fault) {
-			limboCase(t, ctx, e, f, true)
+			limboCase(t, ctx, e, f, true, false)
+		},
+	},
+	{
+		// As limbo-bury, the item one of a PutMany: the dead letter holds
+		// its payload, read from the blob.
+		name: "limbo-bury-blob",
+		aims: []aim{aimItemRead, aimBlobRead},
+		run: func(t *testing.T, ctx context.Context, e env, f *fault) {
+			limboCase(t, ctx, e, f, true, true)
 		},
 	},
 	{
@@ -1449,6 +1491,8 @@ var scenarios = []scenario{
 		aims: []aim{
 			{name: "drained bucket delete", op: zktest.OpDelete, under: "/items/b"},
 			{name: "drained newest bucket delete", op: zktest.OpDelete, under: "/items/b", skip: 1},
+			{name: "drained bucket's blob directory listing", op: zktest.OpGetChildren2, under: "/items/p"},
+			{name: "drained bucket's blob directory delete (its multi)", op: zktest.OpDelete, under: "/items/p"},
 		},
 		run: func(t *testing.T, ctx context.Context, e env, f *fault) {
 			d := e.elect(t, ctx, e.s)
@@ -1565,12 +1609,18 @@ func leftBesides(t *testing.T, ctx context.Context, e env, known []delivery) []d
 	t.Helper()
 	var out []delivery
 	for _, b := range names(t, e.other, e.p+"/items") {
+		if !strings.HasPrefix(b, "b") {
+			continue // a bucket's blobs
+		}
 		for _, n := range names(t, e.other, e.p+"/items/"+b) {
 			id := b[1:] + "-" + n[len(n)-10:]
 			if slices.ContainsFunc(known, func(d delivery) bool { return d.id == id }) {
 				continue
 			}
-			data, _, err := e.other.Conn().Get(e.p + "/items/" + b + "/" + n)
+			data, err := fairqueue.ItemData(e.p+"/items", b, n, func(p string) ([]byte, error) {
+				data, _, err := e.other.Conn().Get(p)
+				return data, err
+			})
 			require.NoError(t, err)
 			out = append(out, delivery{id, string(data), 1})
 		}
@@ -1938,7 +1988,7 @@ func leftDelayed(t *testing.T, ctx context.Context, e env) delivery {
 // bumped; with bury (the dispatcher's Queue has WithMaxAttempts(1)), the
 // dispatcher moves it to the dead letters, and the one waiting gets the
 // next item.
-func limboCase(t *testing.T, ctx context.Context, e env, f *fault, bury bool) {
+func limboCase(t *testing.T, ctx context.Context, e env, f *fault, bury, blob bool) {
 	var opts []fairqueue.Option
 	if bury {
 		opts = append(opts, fairqueue.WithMaxAttempts(1))
@@ -1954,12 +2004,26 @@ func limboCase(t *testing.T, ctx context.Context, e env, f *fault, bury bool) {
 		require.NoError(t, j.Nack(ctx))
 		requireDrain(t, ctx, e, "warm", delivery{ids[0], "warm", 2})
 	}
-	x := e.put(t, ctx, "x")[0]
+	var x string
+	var ids []string
+	if blob {
+		ids = e.put(t, ctx, "x", "x2")
+	} else {
+		ids = e.put(t, ctx, "x")
+	}
+	x = ids[0]
 	gone := connect(t, e.addrs)
 	c := fq(t, gone, e.p)
 	j, err := c.Take(ctx)
 	require.NoError(t, err)
 	require.Equal(t, x, j.ID())
+	if blob {
+		// x2 taken and acked: only x is held.
+		j2, err := fq(t, e.other, e.p, opts...).Take(ctx) // by the same rules, should it dispatch next
+		require.NoError(t, err)
+		require.Equal(t, delivery{ids[1], "x2", 1}, delivery{j2.ID(), string(j2.Data()), j2.Attempt()})
+		require.NoError(t, j2.Ack(ctx))
+	}
 	w := fq(t, e.other, e.p, opts...) // the next dispatcher, by the same rules
 	got := goTake(ctx, w)
 	e.waitTicket(t, w, 1)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
 	"github.com/zkrecipes/zkrecipes"
@@ -327,4 +328,121 @@ func TestSettledJobRefusesTheOtherWay(t *testing.T) {
 	require.ErrorIs(t, j.NackAfter(ctx, time.Second), fairqueue.ErrSettled, "NackAfter after Ack")
 	_, err = q.TryTake(ctx)
 	require.ErrorIs(t, err, fairqueue.ErrEmpty, "the Nack after Ack gave nothing back")
+}
+
+// PutMany stores its payloads once, in one blob, which its items name: a
+// consumer reads the blob for the items of it it holds (those whose offers
+// do not carry them), the dispatcher reads it to bury an item that came
+// back, and it is deleted with its bucket.
+func TestPutManyPayloadsInOneBlob(t *testing.T) {
+	srv := setup(t)
+	other := connect(t, srv.Addrs())
+	p := queuePath(t, srv.Addrs())
+	ctx := bg(t, 30*time.Second)
+	d := newQueue(t, other, p, fairqueue.WithMaxAttempts(1))
+	_, err := d.TryTake(ctx)
+	require.ErrorIs(t, err, fairqueue.ErrEmpty, "d stands first: the dispatcher")
+	big := strings.Repeat("z", 8<<10) // too large for an offer to carry
+	ids, err := d.PutMany(ctx, [][]byte{[]byte("x"), []byte(big), []byte("y")})
+	require.NoError(t, err)
+	bucket, blobs := p+"/items/b"+ids[0][:10], p+"/items/p"+ids[0][:10]
+	kids, _, err := other.Conn().Children(blobs)
+	require.NoError(t, err)
+	require.Len(t, kids, 1, "one blob for the batch")
+	items, _, err := other.Conn().Children(bucket)
+	require.NoError(t, err)
+	require.Len(t, items, 3)
+	for _, it := range items {
+		data, _, err := other.Conn().Get(bucket + "/" + it)
+		require.NoError(t, err)
+		require.Empty(t, data, "an item of a blob holds no data of its own")
+	}
+
+	// x's consumer dies holding it: x comes back at its one attempt, and
+	// the dispatcher buries it with its payload, read from the blob.
+	s := connect(t, srv.Addrs())
+	j, err := newQueue(t, s, p).Take(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "x", string(j.Data()))
+	require.NoError(t, s.Close())
+	for i, want := range []string{big, "y"} {
+		j, err := d.Take(ctx)
+		require.NoError(t, err)
+		require.Equal(t, ids[i+1], j.ID())
+		require.Equal(t, want, string(j.Data()))
+		require.NoError(t, j.Ack(ctx))
+	}
+	require.Eventually(t, func() bool {
+		dead, err := d.DeadLetters(ctx)
+		require.NoError(t, err)
+		return len(dead) > 0
+	}, 10*time.Second, 10*time.Millisecond, "x never buried")
+	dead, err := d.DeadLetters(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []fairqueue.DeadLetter{{ID: ids[0], Data: []byte("x"), Attempts: 1}}, dead)
+	_, err = d.Requeue(ctx, ids[0])
+	require.NoError(t, err)
+	j, err = d.Take(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "x", string(j.Data()))
+	require.NoError(t, j.Ack(ctx))
+	// The blob stays while its bucket does: the dispatcher deletes the
+	// bucket, drained while no one waits, and its blobs with it.
+	require.Eventually(t, func() bool {
+		_, _, err := other.Conn().Children(blobs)
+		return errors.Is(err, zk.ErrNoNode)
+	}, 10*time.Second, 10*time.Millisecond, "the blob left with its bucket")
+}
+
+// A PutMany into a bucket made with no blob directory (by an older
+// producer) writes its items with their payloads, as before.
+func TestPutManyIntoABucketWithNoBlobDirectory(t *testing.T) {
+	srv := setup(t)
+	s := connect(t, srv.Addrs())
+	p := queuePath(t, srv.Addrs())
+	ctx := bg(t, 30*time.Second)
+	q := newQueue(t, s, p)
+	first, err := q.Put(ctx, []byte("first"))
+	require.NoError(t, err)
+	require.NoError(t, s.Conn().Delete(p+"/items/p"+first[:10], -1), "the bucket's blob directory, empty")
+	ids, err := q.PutMany(ctx, [][]byte{[]byte("a"), []byte("b")})
+	require.NoError(t, err)
+	require.Equal(t, first[:10], ids[0][:10], "put into the same bucket")
+	for _, id := range ids {
+		data, _, err := s.Conn().Get(p + "/items/b" + id[:10] + "/i-" + id[11:])
+		require.NoError(t, err)
+		require.NotEmpty(t, data, "an item with its own payload")
+	}
+	for _, want := range []string{"first", "a", "b"} {
+		j, err := q.Take(ctx)
+		require.NoError(t, err)
+		require.Equal(t, want, string(j.Data()))
+		require.NoError(t, j.Ack(ctx))
+	}
+}
+
+// An item of a PutMany given back is delivered again with its payload (the
+// dispatcher reads it, and its blob, to bump it), its attempt counted.
+func TestPutManyItemGivenBack(t *testing.T) {
+	srv := setup(t)
+	s := connect(t, srv.Addrs())
+	p := queuePath(t, srv.Addrs())
+	ctx := bg(t, 30*time.Second)
+	q := newQueue(t, s, p)
+	ids, err := q.PutMany(ctx, [][]byte{[]byte("a"), []byte("b")})
+	require.NoError(t, err)
+	j, err := q.Take(ctx)
+	require.NoError(t, err)
+	require.NoError(t, j.Nack(ctx))
+	for _, want := range []struct {
+		id, data string
+		attempt  int
+	}{{ids[0], "a", 2}, {ids[1], "b", 1}} {
+		j, err := q.Take(ctx)
+		require.NoError(t, err)
+		require.Equal(t, want.id, j.ID())
+		require.Equal(t, want.data, string(j.Data()))
+		require.Equal(t, want.attempt, j.Attempt())
+		require.NoError(t, j.Ack(ctx))
+	}
 }

@@ -1,6 +1,7 @@
 package fairqueue
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -27,6 +28,63 @@ const (
 	keyMark      = "k."
 	delayPrefix  = "d-"
 )
+
+// Blobs. The payloads of a multi of several items with no key (a PutMany)
+// are stored together, in one node, items/p<bucket>/p-<tag> (the bucket's
+// number printed as in its name), so that a consumer reads them once for
+// all the items of it it holds, not once an item; the items are
+// "i-p.<tag>.<index>.<seq>", with no data. A bucket's blob directory is
+// made with the bucket, and deleted with it.
+const (
+	blobPrefix    = "p-"
+	blobMark      = "p."
+	blobDirPrefix = "p"
+)
+
+// blobItemBase is the name the index-th item of blob tag is created with,
+// before its sequence number.
+func blobItemBase(tag string, index int) string {
+	return itemPrefix + blobMark + tag + "." + strconv.Itoa(index) + "."
+}
+
+// parseBlobRef returns the blob node and the index an item's name refers
+// to.
+func parseBlobRef(name string) (blob string, idx int, ok bool) {
+	if !strings.HasPrefix(name, itemPrefix+blobMark) {
+		return "", 0, false
+	}
+	rest := name[len(itemPrefix+blobMark):]
+	tag, rest, _ := strings.Cut(rest, ".")
+	i, rest, _ := strings.Cut(rest, ".")
+	n, err := strconv.Atoi(i)
+	return blobPrefix + tag, n, err == nil && rest != ""
+}
+
+// encodeBlob makes a blob's data: the payloads, each after its length (a
+// uvarint).
+func encodeBlob(items []putItem) []byte {
+	var b []byte
+	for _, it := range items {
+		b = binary.AppendUvarint(b, uint64(len(it.data)))
+		b = append(b, it.data...)
+	}
+	return b
+}
+
+// blobPart returns the idx-th payload of a blob's data.
+func blobPart(b []byte, idx int) ([]byte, bool) {
+	for i := 0; len(b) > 0; i++ {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < n {
+			return nil, false
+		}
+		if i == idx {
+			return b[k : k+int(n) : k+int(n)], true
+		}
+		b = b[k+int(n):]
+	}
+	return nil, false
+}
 
 func bucketName(n int64) string { return string(appendPadded([]byte(bucketPrefix), n, 10)) }
 
@@ -65,6 +123,9 @@ func parseItem(name string) (seq int64, key string, ok bool) {
 		return 0, "", false
 	}
 	rest, digits := name[len(itemPrefix):len(name)-10], name[len(name)-10:]
+	if strings.HasPrefix(rest, blobMark) {
+		rest = ""
+	}
 	if rest != "" {
 		if !strings.HasPrefix(rest, keyMark) || !strings.HasSuffix(rest, ".") {
 			return 0, "", false

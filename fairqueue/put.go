@@ -255,6 +255,7 @@ func (q *Queue) put(ctx context.Context, items []putItem, keyExists bool, extra 
 	if err := q.s.Err(); err != nil {
 		return nil, err
 	}
+	noBlob := false
 	for range maxPutTries {
 		if err := ctx.Err(); err != nil {
 			return nil, context.Cause(ctx) // nothing sent
@@ -295,13 +296,23 @@ func (q *Queue) put(ctx context.Context, items []putItem, keyExists bool, extra 
 			n = t.hi + 1
 			ops = append(ops,
 				&zk.SetDataRequest{Path: q.dir, Data: []byte(strconv.FormatInt(n, 10)), Version: t.markVersion},
-				&zk.CreateRequest{Path: q.bucketPath(n), Data: []byte{}, Acl: q.acl})
+				&zk.CreateRequest{Path: q.bucketPath(n), Data: []byte{}, Acl: q.acl},
+				&zk.CreateRequest{Path: q.blobDir(n), Data: []byte{}, Acl: q.acl})
 		}
 		shared := len(ops)
+		blob, blobOp := "", -1
+		if !noBlob && blobbable(items, extra) {
+			blob, blobOp = newTag(), len(ops)
+			ops = append(ops, &zk.CreateRequest{Path: q.blobDir(n) + "/" + blobPrefix + blob, Data: encodeBlob(items), Acl: q.acl})
+		}
 		itemOp := make([]int, len(items))
 		keyOf := map[int]int{} // a key's op -> its item
 		for j, it := range items {
 			itemOp[j] = len(ops)
+			if blob != "" {
+				ops = append(ops, &zk.CreateRequest{Path: q.bucketPath(n) + "/" + blobItemBase(blob, j), Data: []byte{}, Acl: q.acl, Flags: zk.FlagSequence})
+				continue
+			}
 			ops = append(ops, &zk.CreateRequest{Path: q.bucketPath(n) + "/" + itemBase(it.key), Data: it.data, Acl: q.acl, Flags: zk.FlagSequence})
 			if it.key == "" {
 				continue
@@ -344,6 +355,8 @@ func (q *Queue) put(ctx context.Context, items []putItem, keyExists bool, extra 
 			return nil, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 		case i < 0:
 			return nil, err
+		case i == blobOp && errors.Is(err, zk.ErrNoNode):
+			noBlob = true // a bucket made with no blob directory (an older producer)
 		case i >= after:
 			return nil, err // an extra op failed
 		case isKey && errors.Is(err, zk.ErrNodeExists) && len(items) > 1:
@@ -393,6 +406,27 @@ func (q *Queue) put(ctx context.Context, items []putItem, keyExists bool, extra 
 	}
 	return nil, fmt.Errorf("gave up after %d tries racing other clients", maxPutTries)
 }
+
+// blobbable says whether items go in one blob: several, none with a key
+// (keyed finds an item by its name), nothing riding along (a promotion or
+// a Requeue), and small in all (a consumer reads the whole blob for any
+// item of it).
+func blobbable(items []putItem, extra []any) bool {
+	if len(items) < 2 || len(extra) > 0 {
+		return false
+	}
+	total := 0
+	for _, it := range items {
+		if it.key != "" {
+			return false
+		}
+		total += len(it.data)
+	}
+	return total <= blobMax
+}
+
+// blobMax bounds a blob's payloads.
+const blobMax = 64 << 10
 
 // keyed finds the item put with key: keys/<key> names its bucket (or says
 // it is delayed), and its node's name holds the key. "" when there is none

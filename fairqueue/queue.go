@@ -246,6 +246,11 @@ func (q *Queue) holds(ticket string) bool {
 
 func (q *Queue) bucketPath(n int64) string { return q.items + "/" + bucketName(n) }
 
+// blobDir is where the blobs of bucket n's items are (see blobPrefix).
+func (q *Queue) blobDir(n int64) string {
+	return q.items + "/" + string(appendPadded([]byte(blobDirPrefix), n, 10))
+}
+
 // listBuckets lists the bucket numbers in order.
 func (q *Queue) listBuckets(ctx context.Context) ([]int64, error) {
 	names, err := znode.Children(ctx, q.s, q.items)

@@ -384,6 +384,9 @@ func pendingBesides(c *zk.Conn, p string, owners map[int64]string, held map[stri
 	}
 	var left []string
 	for _, b := range buckets {
+		if !strings.HasPrefix(b, "b") {
+			continue // a bucket's blobs
+		}
 		names, _, err := c.Children(p + "/items/" + b)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return nil, err

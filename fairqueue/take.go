@@ -284,19 +284,37 @@ func (q *Queue) sendBack(ops []any) (int, error) {
 }
 
 // jobs reads the items of the answers, all at once (the client pipelines
-// the reads), unless their offers carried them, and makes each answer's
-// Jobs, oldest first, sharing its ticket: the last to be settled deletes
-// it. An item gone or moved on (deleted by another client, or an offer out
-// of date) makes no job; if ctx ends first, every answer is given back.
+// the reads), unless their offers carried them (for the items of a blob,
+// the blob, once), and makes each answer's Jobs, oldest first, sharing its
+// ticket: the last to be settled deletes it. An item gone or moved on
+// (deleted by another client, or an offer out of date; of an item of a
+// blob, only its blob gone is seen) makes no job; if ctx ends first, every
+// answer is given back.
 func (q *Queue) jobs(ctx context.Context, as ...answer) ([][]*Job, error) {
 	nodes := make([][]znode.Node, len(as))
 	r := znode.Reads{Pool: q.readers}
 	rctx := context.WithoutCancel(ctx) // Wait ends with ctx
+	// A blob is read once for all its items the answers hold; the offer
+	// gives such an item's version (it has no data to read with it, and an
+	// offer of an answered ticket is never taken in again).
+	blobs := map[string]*znode.Node{}
 	for k, a := range as {
 		nodes[k] = make([]znode.Node, len(a.offers))
 		for i, o := range a.offers {
 			if o.carried {
 				nodes[k][i] = znode.Node{Data: o.data, Stat: &zk.Stat{Version: o.version}}
+				continue
+			}
+			if blob, _, ok := parseBlobRef(o.name); ok {
+				p := q.blobDir(o.bucket) + "/" + blob
+				if blobs[p] == nil {
+					n := &znode.Node{}
+					blobs[p] = n
+					r.Do(func() (err error) {
+						*n, err = znode.Get(rctx, q.s, p)
+						return ignoreNoNode(err)
+					})
+				}
 				continue
 			}
 			r.Do(func() (err error) {
@@ -313,6 +331,15 @@ func (q *Queue) jobs(ctx context.Context, as ...answer) ([][]*Job, error) {
 			return nil, fmt.Errorf("%w: %w", errInboxLost, q.s.Err())
 		}
 		return nil, err
+	}
+	for k, a := range as {
+		for i, o := range a.offers {
+			if blob, idx, ok := parseBlobRef(o.name); ok && !o.carried {
+				if data, ok := blobPart(blobs[q.blobDir(o.bucket)+"/"+blob].Data, idx); ok {
+					nodes[k][i] = znode.Node{Data: data, Stat: &zk.Stat{Version: o.version}}
+				}
+			}
+		}
 	}
 	out := make([][]*Job, len(as))
 	for k, a := range as {

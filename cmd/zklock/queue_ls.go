@@ -140,11 +140,17 @@ func readQueueState(ctx context.Context, s *zkrecipes.Session, q *fairqueue.Queu
 }
 
 // itemCount counts the items in the buckets of dir (items/): one read of
-// each bucket's Stat.
+// each bucket's Stat (not of the blob directories beside them, "p...").
 func itemCount(s *zkrecipes.Session, dir string) (int, error) {
-	buckets, err := listChildren(s, dir)
+	all, err := listChildren(s, dir)
 	if err != nil {
 		return 0, err
+	}
+	var buckets []string
+	for _, b := range all {
+		if strings.HasPrefix(b, "b") {
+			buckets = append(buckets, b)
+		}
 	}
 	counts := make([]int32, len(buckets))
 	errs := make([]error, len(buckets))
