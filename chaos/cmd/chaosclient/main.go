@@ -16,7 +16,8 @@
 //   - election: Campaign, lead, Resign; and, on another session, Observe
 //     the same election.
 //   - semaphore: Acquire one of the permits, hold it, Unlock.
-//   - queue: Put (only with -produce), and Take, work up to -job-hold (one
+//   - queue: Put and PutMany of two, in turn (only with -produce), and
+//     Take, work up to -job-hold (one
 //     job in eight: up to -job-long, seconds, as a lease is held), then Ack.
 //     Each consumer's Queue stands for election as the queue's dispatcher,
 //     on the consumer's session.
@@ -579,27 +580,46 @@ func (c *client) semaphore(ctx context.Context) {
 }
 
 func (c *client) producer(ctx context.Context) {
-	n := 0
+	n, round := 0, 0
 	c.sessions(ctx, true, func(ctx context.Context, s *zkrecipes.Session) {
 		q, err := fairqueue.New(s, c.root+"/queue")
 		if err != nil {
 			fail(err)
 		}
 		for ctx.Err() == nil && !c.quiesced() {
-			n++
-			d := fmt.Sprintf("p%d.%d.%d", c.out.P, c.out.Inc, n)
-			c.out.Emit(record.Event{W: record.Queue, K: record.Put, D: d})
+			// Every other put is a PutMany of two, whose payloads share a
+			// blob.
+			round++
+			var ds []string
+			var items [][]byte
+			for range 1 + round%2 {
+				n++
+				d := fmt.Sprintf("p%d.%d.%d", c.out.P, c.out.Inc, n)
+				ds, items = append(ds, d), append(items, []byte(d))
+				c.out.Emit(record.Event{W: record.Queue, K: record.Put, D: d})
+			}
 			pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			id, err := q.Put(pctx, []byte(d))
+			ids, err := put(pctx, q, items)
 			cancel()
-			if err != nil {
-				c.out.Emit(record.Event{W: record.Queue, K: record.PutErr, D: d, Err: err.Error(), Unknown: errors.Is(err, fairqueue.ErrOutcomeUnknown) || zkrecipes.IsAmbiguous(err)})
-			} else {
-				c.out.Emit(record.Event{W: record.Queue, K: record.PutOK, D: d, ID: id})
+			for i, d := range ds {
+				if err != nil {
+					c.out.Emit(record.Event{W: record.Queue, K: record.PutErr, D: d, Err: err.Error(), Unknown: errors.Is(err, fairqueue.ErrOutcomeUnknown) || zkrecipes.IsAmbiguous(err)})
+				} else {
+					c.out.Emit(record.Event{W: record.Queue, K: record.PutOK, D: d, ID: ids[i]})
+				}
 			}
 			sleep(ctx, 250*time.Millisecond+jitter(250*time.Millisecond))
 		}
 	})
+}
+
+// put puts one item with Put, more with PutMany.
+func put(ctx context.Context, q *fairqueue.Queue, items [][]byte) ([]string, error) {
+	if len(items) > 1 {
+		return q.PutMany(ctx, items)
+	}
+	id, err := q.Put(ctx, items[0])
+	return []string{id}, err
 }
 
 func (c *client) consume(ctx context.Context) {
