@@ -348,33 +348,37 @@ func (d *dispatcher) listDirty(ctx context.Context) {
 // item handed out before is read for its version, and then its blob.
 func (d *dispatcher) readItems(ctx context.Context) {
 	q := d.q
-	byBlob := map[string][]*item{}
+	type ofBlob struct {
+		it  *item
+		idx int
+	}
+	byBlob := map[string][]ofBlob{}
 	for _, it := range d.toRead() {
 		it.reading = true
-		blob, _, isBlob := parseBlobRef(it.name)
+		blob, idx, isBlob := q.blobOf(it.bucket, it.name)
 		if isBlob && !it.again {
-			p := q.blobDir(it.bucket) + "/" + blob
-			byBlob[p] = append(byBlob[p], it)
+			byBlob[blob] = append(byBlob[blob], ofBlob{it, idx})
 			continue
 		}
 		d.async(func() func() error {
 			n, err := znode.Get(ctx, q.s, it.path(q))
 			if err == nil && isBlob {
 				var b znode.Node
-				if b, err = znode.Get(ctx, q.s, q.blobDir(it.bucket)+"/"+blob); err == nil {
-					n.Data = it.payload(b.Data)
+				if b, err = znode.Get(ctx, q.s, blob); err == nil {
+					n.Data, _ = blobPart(b.Data, idx)
 				}
 			}
 			return func() error { return d.applyItemRead(ctx, it, n, err) }
 		})
 	}
-	for p, its := range byBlob {
+	for blob, its := range byBlob {
 		d.async(func() func() error {
-			b, err := znode.Get(ctx, q.s, p)
+			b, err := znode.Get(ctx, q.s, blob)
 			return func() error {
-				for _, it := range its {
-					n := znode.Node{Data: it.payload(b.Data), Stat: &zk.Stat{}}
-					if err := d.applyItemRead(ctx, it, n, err); err != nil {
+				for _, x := range its {
+					n := znode.Node{Stat: &zk.Stat{}}
+					n.Data, _ = blobPart(b.Data, x.idx)
+					if err := d.applyItemRead(ctx, x.it, n, err); err != nil {
 						return err
 					}
 				}
@@ -382,13 +386,6 @@ func (d *dispatcher) readItems(ctx context.Context) {
 			}
 		})
 	}
-}
-
-// payload is the item's part of its blob's data.
-func (it *item) payload(blob []byte) []byte {
-	_, idx, _ := parseBlobRef(it.name)
-	data, _ := blobPart(blob, idx)
-	return data
 }
 
 // applyItemRead takes in the read of an item.

@@ -251,6 +251,17 @@ func (q *Queue) blobDir(n int64) string {
 	return q.items + "/" + string(appendPadded([]byte(blobDirPrefix), n, 10))
 }
 
+// blobOf returns the path of the blob that holds the payload of bucket b's
+// item name, and the payload's index in it; false for an item with its
+// payload of its own.
+func (q *Queue) blobOf(b int64, name string) (path string, idx int, ok bool) {
+	blob, idx, ok := parseBlobRef(name)
+	if !ok {
+		return "", 0, false
+	}
+	return q.blobDir(b) + "/" + blob, idx, true
+}
+
 // listBuckets lists the bucket numbers in order.
 func (q *Queue) listBuckets(ctx context.Context) ([]int64, error) {
 	names, err := znode.Children(ctx, q.s, q.items)

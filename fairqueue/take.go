@@ -298,6 +298,11 @@ func (q *Queue) jobs(ctx context.Context, as ...answer) ([][]*Job, error) {
 	// gives such an item's version (it has no data to read with it, and an
 	// offer of an answered ticket is never taken in again).
 	blobs := map[string]*znode.Node{}
+	type part struct {
+		k, i, idx int
+		blob      *znode.Node
+	}
+	var parts []part
 	for k, a := range as {
 		nodes[k] = make([]znode.Node, len(a.offers))
 		for i, o := range a.offers {
@@ -305,16 +310,17 @@ func (q *Queue) jobs(ctx context.Context, as ...answer) ([][]*Job, error) {
 				nodes[k][i] = znode.Node{Data: o.data, Stat: &zk.Stat{Version: o.version}}
 				continue
 			}
-			if blob, _, ok := parseBlobRef(o.name); ok {
-				p := q.blobDir(o.bucket) + "/" + blob
-				if blobs[p] == nil {
-					n := &znode.Node{}
+			if p, idx, ok := q.blobOf(o.bucket, o.name); ok {
+				n := blobs[p]
+				if n == nil {
+					n = &znode.Node{}
 					blobs[p] = n
 					r.Do(func() (err error) {
 						*n, err = znode.Get(rctx, q.s, p)
 						return ignoreNoNode(err)
 					})
 				}
+				parts = append(parts, part{k, i, idx, n})
 				continue
 			}
 			r.Do(func() (err error) {
@@ -332,13 +338,9 @@ func (q *Queue) jobs(ctx context.Context, as ...answer) ([][]*Job, error) {
 		}
 		return nil, err
 	}
-	for k, a := range as {
-		for i, o := range a.offers {
-			if blob, idx, ok := parseBlobRef(o.name); ok && !o.carried {
-				if data, ok := blobPart(blobs[q.blobDir(o.bucket)+"/"+blob].Data, idx); ok {
-					nodes[k][i] = znode.Node{Data: data, Stat: &zk.Stat{Version: o.version}}
-				}
-			}
+	for _, p := range parts {
+		if data, ok := blobPart(p.blob.Data, p.idx); ok {
+			nodes[p.k][p.i] = znode.Node{Data: data, Stat: &zk.Stat{Version: as[p.k].offers[p.i].version}}
 		}
 	}
 	out := make([][]*Job, len(as))
