@@ -1367,6 +1367,35 @@ var scenarios = []scenario{
 		run: rebuildCase,
 	},
 	{
+		// The dispatcher reads ahead, to carry them in its offers, the
+		// items of a PutMany that no ticket waiting will take: one read of
+		// their blob.
+		name: "dispatch-blob",
+		aims: []aim{aimBlobRead},
+		run: func(t *testing.T, ctx context.Context, e env, f *fault) {
+			d := e.elect(t, ctx, e.s)
+			node, _ := e.leader(t)
+			f.armDrop(e)
+			ids := e.put(t, ctx, "a", "b")
+			got := goTake(ctx, fq(t, e.other, e.p))
+			var r taken
+			if f.byCtx() {
+				r = endAfter(t, f, func() { require.NoError(t, d.Close(ctx)) }, got)
+			} else {
+				r = recv(t, got, "the Take")
+			}
+			require.NoError(t, r.err)
+			require.Equal(t, delivery{ids[0], "a", 1}, delivery{r.j.ID(), string(r.j.Data()), r.j.Attempt()}, "with a %v", f)
+			requireKept(t, r.j, "taken with a "+f.String())
+			hit := f.done(e, dropWait)
+			if !f.byCtx() {
+				e.requireLeads(t, d, node, f)
+			}
+			require.NoError(t, r.j.Ack(ctx))
+			finish(t, ctx, e, f, "the dispatcher", hit, delivery{ids[1], "b", 0})
+		},
+	},
+	{
 		// A consumer's session ends while it holds an item: the dispatcher
 		// sees its inbox and ticket gone (consumers/ and ready/ listings),
 		// looks at held/, reads the item to learn it is still there, and
