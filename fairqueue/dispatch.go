@@ -403,6 +403,9 @@ func (d *dispatcher) applyItemRead(ctx context.Context, it *item, n znode.Node, 
 		it.data, it.read = nil, false
 	default:
 		it.data, it.version, it.read = n.Data, n.Stat.Version, true
+		if data, ok := inlinePayload(it.name); ok {
+			it.data = data
+		}
 	}
 	d.applyRead(it)
 	return nil
@@ -672,7 +675,7 @@ func (d *dispatcher) offers(ts []*ticket, fresh bool) []offer {
 			if it.again {
 				o.version++ // as the hand-out bumps it
 			}
-			if data := it.data; fresh && it.read && len(data) <= carryMax && carried+len(data) <= inboxCarry {
+			if data := it.data; fresh && it.read && !inline(it.name) && len(data) <= carryMax && carried+len(data) <= inboxCarry {
 				o.data, o.carried = data, true
 				carried += len(data)
 			}
@@ -1007,6 +1010,9 @@ func (d *dispatcher) applyTail(names []string) {
 	for _, it := range fresh {
 		d.maxSeen = it.id
 		it.again, it.free = it.id <= d.hwm, true
+		if !it.again {
+			it.data, it.read = inlinePayload(it.name) // its version is 0: nothing to read
+		}
 		d.free = append(d.free, it)
 	}
 	if d.cur != d.newest() {

@@ -33,8 +33,12 @@ func Name(q *Queue) string { return q.name }
 func SpareLoop(q *Queue) bool { return q.spares.want() }
 
 // ItemData is the payload of the item node name of bucket dir b under
-// items (its node's data, or its part of its blob's, read with get).
+// items (its node's data, its part of its blob's, read with get, or what
+// its name holds).
 func ItemData(items, b, name string, get func(string) ([]byte, error)) ([]byte, error) {
+	if data, ok := inlinePayload(name); ok {
+		return data, nil
+	}
 	blob, idx, ok := parseBlobRef(name)
 	if !ok {
 		return get(items + "/" + b + "/" + name)
@@ -46,3 +50,6 @@ func ItemData(items, b, name string, get func(string) ([]byte, error)) ([]byte, 
 	part, _ := blobPart(data, idx)
 	return part, nil
 }
+
+// InlineMax is the largest payload an item's name holds.
+const InlineMax = inlineMax

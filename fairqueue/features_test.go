@@ -395,7 +395,7 @@ func TestPutManyPayloadsInOneBlob(t *testing.T) {
 }
 
 // A PutMany into a bucket made with no blob directory (by an older
-// producer) writes its items with their payloads, as before.
+// producer) writes its items each with its own payload, not in a blob.
 func TestPutManyIntoABucketWithNoBlobDirectory(t *testing.T) {
 	srv := setup(t)
 	s := connect(t, srv.Addrs())
@@ -408,10 +408,11 @@ func TestPutManyIntoABucketWithNoBlobDirectory(t *testing.T) {
 	ids, err := q.PutMany(ctx, [][]byte{[]byte("a"), []byte("b")})
 	require.NoError(t, err)
 	require.Equal(t, first[:10], ids[0][:10], "put into the same bucket")
-	for _, id := range ids {
-		data, _, err := s.Conn().Get(p + "/items/b" + id[:10] + "/i-" + id[11:])
-		require.NoError(t, err)
-		require.NotEmpty(t, data, "an item with its own payload")
+	names, _, err := s.Conn().Children(p + "/items/b" + first[:10])
+	require.NoError(t, err)
+	require.Len(t, names, 3)
+	for _, name := range names {
+		require.NotContains(t, name, "i-p.", "an item of a blob")
 	}
 	for _, want := range []string{"first", "a", "b"} {
 		j, err := q.Take(ctx)
@@ -445,4 +446,122 @@ func TestPutManyItemGivenBack(t *testing.T) {
 		require.Equal(t, want.attempt, j.Attempt())
 		require.NoError(t, j.Ack(ctx))
 	}
+}
+
+// A small payload of an item put alone rides in the item's name: the
+// dispatcher learns it from its listing of the bucket and the consumer
+// from the name in its offer, so that no one reads the item. Given back, the item is read
+// for its version (its next offer bumps it) and keeps its payload, to a
+// dead letter and back. A payload a byte larger is the node's data, and
+// read.
+func TestSmallPayloadInItsName(t *testing.T) {
+	srv := setup(t)
+	p := queuePath(t, srv.Addrs())
+	itemReads := &zktest.Counter{Path: p + "/items/b"}
+	s := connect(t, srv.Addrs(), zkrecipes.WithDialer(itemReads.Dial))
+	other := connect(t, srv.Addrs()) // the test's own reads
+	ctx := bg(t, 30*time.Second)
+	q := newQueue(t, s, p, fairqueue.WithMaxAttempts(2))
+	small := []byte(strings.Repeat("s", fairqueue.InlineMax))
+	var ids []string
+	for _, data := range []string{"a", "b", string(small)} {
+		id, err := q.Put(ctx, []byte(data))
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	id := ids[2]
+	bucket := p + "/items/b" + id[:10]
+	names, _, err := other.Conn().Children(bucket)
+	require.NoError(t, err)
+	require.Len(t, names, 3)
+	require.NotContains(t, names, "i-"+id[11:], "the payload is in the name")
+	for _, name := range names {
+		data, _, err := other.Conn().Get(bucket + "/" + name)
+		require.NoError(t, err)
+		require.Empty(t, data)
+	}
+
+	// The first Take's ticket is handed "a" at once, and the dispatcher
+	// would read "b" and the small one ahead, to carry them: not these.
+	for i, want := range []string{"a", "b"} {
+		j, err := q.Take(ctx)
+		require.NoError(t, err)
+		require.Equal(t, ids[i], j.ID())
+		require.Equal(t, want, string(j.Data()))
+		require.NoError(t, j.Ack(ctx))
+	}
+	j, err := q.Take(ctx)
+	require.NoError(t, err)
+	require.Equal(t, small, j.Data())
+	require.Zero(t, itemReads.Requests(zktest.OpGetData), "an item read")
+	require.NoError(t, j.Nack(ctx))
+	j, err = q.Take(ctx)
+	require.NoError(t, err)
+	require.Equal(t, small, j.Data())
+	require.Equal(t, 2, j.Attempt())
+	require.NoError(t, j.Nack(ctx))
+	require.Eventually(t, func() bool {
+		dead, err := q.DeadLetters(ctx)
+		require.NoError(t, err)
+		return len(dead) > 0
+	}, 10*time.Second, 10*time.Millisecond, "never buried")
+	dead, err := q.DeadLetters(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []fairqueue.DeadLetter{{ID: id, Data: small, Attempts: 2}}, dead)
+	_, err = q.Requeue(ctx, id)
+	require.NoError(t, err)
+	j, err = q.Take(ctx)
+	require.NoError(t, err)
+	require.Equal(t, small, j.Data())
+	require.NoError(t, j.Ack(ctx))
+
+	before := itemReads.Requests(zktest.OpGetData)
+	larger := append(small, 'l')
+	id, err = q.Put(ctx, larger)
+	require.NoError(t, err)
+	data, _, err := other.Conn().Get(p + "/items/b" + id[:10] + "/i-" + id[11:])
+	require.NoError(t, err)
+	require.Equal(t, larger, data)
+	j, err = q.Take(ctx)
+	require.NoError(t, err)
+	require.Equal(t, larger, j.Data())
+	require.NoError(t, j.Ack(ctx))
+	require.Greater(t, itemReads.Requests(zktest.OpGetData), before, "the larger item never read: the count misses reads")
+}
+
+// A consumer reads a blob once for all the items of it an answer holds
+// (whose offers do not carry them: too large), not once an item.
+func TestBlobReadOncePerAnswer(t *testing.T) {
+	srv := setup(t)
+	other := connect(t, srv.Addrs())
+	p := queuePath(t, srv.Addrs())
+	ctx := bg(t, 30*time.Second)
+	d := newQueue(t, other, p)
+	_, err := d.TryTake(ctx)
+	require.ErrorIs(t, err, fairqueue.ErrEmpty, "d stands first: the dispatcher")
+	const n = 4
+	var batch [][]byte
+	for i := range n {
+		batch = append(batch, []byte(strings.Repeat(fmt.Sprint(i), 8<<10)))
+	}
+	_, err = d.PutMany(ctx, batch)
+	require.NoError(t, err)
+
+	blobReads := &zktest.Counter{Path: p + "/items/p"}
+	c := newQueue(t, connect(t, srv.Addrs(), zkrecipes.WithDialer(blobReads.Dial)), p)
+	got := make(chan string, n)
+	stop := work(t, ctx, c, func(ctx context.Context, j *fairqueue.Job) error {
+		got <- string(j.Data())
+		return nil
+	}, fairqueue.WithHandlers(n), fairqueue.WithPrefetch(0))
+	for range n {
+		select {
+		case data := <-got:
+			require.Contains(t, batch, []byte(data))
+		case <-time.After(liveWait):
+			t.Fatal("a job never came")
+		}
+	}
+	require.ErrorIs(t, stop(), context.Canceled)
+	require.Equal(t, int64(1), blobReads.Requests(zktest.OpGetData), "blob reads for %d items in one answer", n)
 }

@@ -313,6 +313,10 @@ func (q *Queue) put(ctx context.Context, items []putItem, keyExists bool, extra 
 				ops = append(ops, &zk.CreateRequest{Path: q.bucketPath(n) + "/" + blobItemBase(blob, j), Data: []byte{}, Acl: q.acl, Flags: zk.FlagSequence})
 				continue
 			}
+			if it.key == "" && len(it.data) <= inlineMax {
+				ops = append(ops, &zk.CreateRequest{Path: q.bucketPath(n) + "/" + inlineItemBase(it.data), Data: []byte{}, Acl: q.acl, Flags: zk.FlagSequence})
+				continue
+			}
 			ops = append(ops, &zk.CreateRequest{Path: q.bucketPath(n) + "/" + itemBase(it.key), Data: it.data, Acl: q.acl, Flags: zk.FlagSequence})
 			if it.key == "" {
 				continue

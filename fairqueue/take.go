@@ -284,8 +284,8 @@ func (q *Queue) sendBack(ops []any) (int, error) {
 }
 
 // jobs reads the items of the answers, all at once (the client pipelines
-// the reads), unless their offers carried them (for the items of a blob,
-// the blob, once), and makes each answer's Jobs, oldest first, sharing its
+// the reads), unless their offers carried them or their names hold them
+// (for the items of a blob, the blob, once), and makes each answer's Jobs, oldest first, sharing its
 // ticket: the last to be settled deletes it. An item gone or moved on
 // (deleted by another client, or an offer out of date; of an item of a
 // blob, only its blob gone is seen) makes no job; if ctx ends first, every
@@ -308,6 +308,10 @@ func (q *Queue) jobs(ctx context.Context, as ...answer) ([][]*Job, error) {
 		for i, o := range a.offers {
 			if o.carried {
 				nodes[k][i] = znode.Node{Data: o.data, Stat: &zk.Stat{Version: o.version}}
+				continue
+			}
+			if data, ok := inlinePayload(o.name); ok {
+				nodes[k][i] = znode.Node{Data: data, Stat: &zk.Stat{Version: o.version}}
 				continue
 			}
 			if p, idx, ok := q.blobOf(o.bucket, o.name); ok {
