@@ -18,7 +18,8 @@ import (
 // consumerName), EPHEMERAL: the dispatcher writes into it every offer
 // standing for the Queue's tickets, each a line
 // "<ticket> <bucket>/<item> <version> <n>" and the item's payload, n
-// bytes (n = -1: not carried, the consumer reads the item), or a line
+// bytes (n = -1: not carried, the consumer reads the item, or takes the
+// payload from its name), or a line
 // "<ticket> -" to tell a TryTake that nothing is pending. A ticket's
 // offers are together, and those after its first name it "." (a ticket's
 // name is half a line). An offer stands until its ticket is gone; as the
