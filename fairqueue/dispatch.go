@@ -345,7 +345,8 @@ func (d *dispatcher) listDirty(ctx context.Context) {
 // readItems reads the items whose data the next hand-out needs (see
 // toRead), each once. A blob is read once for all its items that have
 // not been handed out (their version is 0: only a hand-out bumps one); an
-// item handed out before is read for its version, and then its blob.
+// item handed out before is read for its version, and then its blob, its
+// payload being there or in its name.
 func (d *dispatcher) readItems(ctx context.Context) {
 	q := d.q
 	type ofBlob struct {
@@ -362,6 +363,9 @@ func (d *dispatcher) readItems(ctx context.Context) {
 		}
 		d.async(func() func() error {
 			n, err := znode.Get(ctx, q.s, it.path(q))
+			if data, ok := inlinePayload(it.name); ok && err == nil {
+				n.Data = data
+			}
 			if err == nil && isBlob {
 				var b znode.Node
 				if b, err = znode.Get(ctx, q.s, blob); err == nil {
@@ -403,9 +407,6 @@ func (d *dispatcher) applyItemRead(ctx context.Context, it *item, n znode.Node, 
 		it.data, it.read = nil, false
 	default:
 		it.data, it.version, it.read = n.Data, n.Stat.Version, true
-		if data, ok := inlinePayload(it.name); ok {
-			it.data = data
-		}
 	}
 	d.applyRead(it)
 	return nil

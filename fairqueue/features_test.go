@@ -565,3 +565,40 @@ func TestBlobReadOncePerAnswer(t *testing.T) {
 	require.ErrorIs(t, stop(), context.Canceled)
 	require.Equal(t, int64(1), blobReads.Requests(zktest.OpGetData), "blob reads for %d items in one answer", n)
 }
+
+// An item whose name holds its payload, left by a consumer that died at
+// its last attempt, is buried by the dispatcher with its payload: the
+// dispatcher reads the item for its version, and the payload is in the
+// name, not the node.
+func TestSmallPayloadBuriedByTheDispatcher(t *testing.T) {
+	srv := setup(t)
+	other := connect(t, srv.Addrs())
+	p := queuePath(t, srv.Addrs())
+	ctx := bg(t, 30*time.Second)
+	d := newQueue(t, other, p, fairqueue.WithMaxAttempts(1))
+	_, err := d.TryTake(ctx)
+	require.ErrorIs(t, err, fairqueue.ErrEmpty, "d stands first: the dispatcher")
+	id, err := d.Put(ctx, []byte("x"))
+	require.NoError(t, err)
+	s := connect(t, srv.Addrs())
+	j, err := newQueue(t, s, p).Take(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "x", string(j.Data()))
+	require.NoError(t, s.Close())
+	// The dispatcher buries as it hands out: a TryTake in line each time.
+	var dead []fairqueue.DeadLetter
+	require.Eventually(t, func() bool {
+		_, err := d.TryTake(ctx)
+		require.ErrorIs(t, err, fairqueue.ErrEmpty, "x delivered past its last attempt")
+		dead, err = d.DeadLetters(ctx)
+		require.NoError(t, err)
+		return len(dead) > 0
+	}, 10*time.Second, 10*time.Millisecond, "x never buried")
+	require.Equal(t, []fairqueue.DeadLetter{{ID: id, Data: []byte("x"), Attempts: 1}}, dead)
+	_, err = d.Requeue(ctx, id)
+	require.NoError(t, err)
+	j, err = d.Take(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "x", string(j.Data()))
+	require.NoError(t, j.Ack(ctx))
+}

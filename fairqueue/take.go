@@ -285,10 +285,11 @@ func (q *Queue) sendBack(ops []any) (int, error) {
 
 // jobs reads the items of the answers, all at once (the client pipelines
 // the reads), unless their offers carried them or their names hold them
-// (for the items of a blob, the blob, once), and makes each answer's Jobs, oldest first, sharing its
-// ticket: the last to be settled deletes it. An item gone or moved on
-// (deleted by another client, or an offer out of date; of an item of a
-// blob, only its blob gone is seen) makes no job; if ctx ends first, every
+// (for the items of a blob, the blob, once), and makes each answer's Jobs,
+// oldest first, sharing its ticket: the last to be settled deletes it. An
+// item gone or moved on (deleted by another client, or an offer out of
+// date; of an item of a blob, only its blob gone is seen; of one whose
+// name holds its payload, nothing) makes no job; if ctx ends first, every
 // answer is given back.
 func (q *Queue) jobs(ctx context.Context, as ...answer) ([][]*Job, error) {
 	nodes := make([][]znode.Node, len(as))
@@ -306,11 +307,11 @@ func (q *Queue) jobs(ctx context.Context, as ...answer) ([][]*Job, error) {
 	for k, a := range as {
 		nodes[k] = make([]znode.Node, len(a.offers))
 		for i, o := range a.offers {
-			if o.carried {
-				nodes[k][i] = znode.Node{Data: o.data, Stat: &zk.Stat{Version: o.version}}
-				continue
+			data, known := o.data, o.carried
+			if !known {
+				data, known = inlinePayload(o.name)
 			}
-			if data, ok := inlinePayload(o.name); ok {
+			if known {
 				nodes[k][i] = znode.Node{Data: data, Stat: &zk.Stat{Version: o.version}}
 				continue
 			}
