@@ -1324,28 +1324,7 @@ var scenarios = []scenario{
 		name: "dispatch",
 		aims: []aim{aimListConsumers, aimListReady, aimListItems, aimListBucket, aimHandOut},
 		run: func(t *testing.T, ctx context.Context, e env, f *fault) {
-			d := e.elect(t, ctx, e.s)
-			node, _ := e.leader(t)
-			f.armDrop(e)
-			c := fq(t, e.other, e.p)
-			got := goTake(ctx, c)
-			e.waitTicket(t, c, 1)
-			ids := e.put(t, ctx, "x")
-			var r taken
-			if f.byCtx() {
-				r = endAfter(t, f, func() { require.NoError(t, d.Close(ctx)) }, got)
-			} else {
-				r = recv(t, got, "the waiting Take")
-			}
-			require.NoError(t, r.err)
-			require.Equal(t, delivery{ids[0], "x", 1}, delivery{r.j.ID(), string(r.j.Data()), r.j.Attempt()}, "with a %v", f)
-			requireKept(t, r.j, "taken with a "+f.String())
-			hit := f.done(e, dropWait)
-			if !f.byCtx() {
-				e.requireLeads(t, d, node, f)
-			}
-			require.NoError(t, r.j.Ack(ctx))
-			finish(t, ctx, e, f, "the dispatcher", hit)
+			dispatchCase(t, ctx, e, f, true, "x")
 		},
 	},
 	{
@@ -1373,26 +1352,7 @@ var scenarios = []scenario{
 		name: "dispatch-blob",
 		aims: []aim{aimBlobRead},
 		run: func(t *testing.T, ctx context.Context, e env, f *fault) {
-			d := e.elect(t, ctx, e.s)
-			node, _ := e.leader(t)
-			f.armDrop(e)
-			ids := e.put(t, ctx, "a", "b")
-			got := goTake(ctx, fq(t, e.other, e.p))
-			var r taken
-			if f.byCtx() {
-				r = endAfter(t, f, func() { require.NoError(t, d.Close(ctx)) }, got)
-			} else {
-				r = recv(t, got, "the Take")
-			}
-			require.NoError(t, r.err)
-			require.Equal(t, delivery{ids[0], "a", 1}, delivery{r.j.ID(), string(r.j.Data()), r.j.Attempt()}, "with a %v", f)
-			requireKept(t, r.j, "taken with a "+f.String())
-			hit := f.done(e, dropWait)
-			if !f.byCtx() {
-				e.requireLeads(t, d, node, f)
-			}
-			require.NoError(t, r.j.Ack(ctx))
-			finish(t, ctx, e, f, "the dispatcher", hit, delivery{ids[1], "b", 0})
+			dispatchCase(t, ctx, e, f, false, "a", "b")
 		},
 	},
 	{
@@ -1711,13 +1671,7 @@ func nackCase(t *testing.T, ctx context.Context, e env, f *fault, what string, n
 func requireBuried(t *testing.T, ctx context.Context, e env, f *fault, id, data string, attempts int) {
 	t.Helper()
 	q := fq(t, e.other, e.p)
-	var dead []fairqueue.DeadLetter
-	require.Eventually(t, func() bool {
-		var err error
-		dead, err = q.DeadLetters(ctx)
-		require.NoError(t, err)
-		return len(dead) > 0
-	}, cleanWait, 5*time.Millisecond, "no dead letter after a %v", f)
+	dead := deadLetters(t, ctx, q, cleanWait, "no dead letter after a %v", f)
 	require.Equal(t, []fairqueue.DeadLetter{{ID: id, Data: []byte(data), Attempts: attempts}}, dead, "with a %v", f)
 	requireDrain(t, ctx, e, "a dead letter was delivered, with a "+f.String())
 	newID, err := q.Requeue(ctx, id)
@@ -1996,6 +1950,47 @@ func rebuildCase(t *testing.T, ctx context.Context, e env, f *fault) {
 	finish(t, ctx, e, f, "the dispatcher's rebuild", hit, left...)
 }
 
+// dispatchCase: the faulted session's Queue dispatches, a consumer of the
+// other session takes the first of items (put once its ticket waits, with
+// waiting; else put first) and acks it, the others are left. A ctx fault
+// closes the dispatcher's Queue that long after the put: the consumer's
+// own Queue, next in the election, takes over.
+func dispatchCase(t *testing.T, ctx context.Context, e env, f *fault, waiting bool, items ...string) {
+	d := e.elect(t, ctx, e.s)
+	node, _ := e.leader(t)
+	f.armDrop(e)
+	c := fq(t, e.other, e.p)
+	var ids []string
+	var got <-chan taken
+	if waiting {
+		got = goTake(ctx, c)
+		e.waitTicket(t, c, 1)
+		ids = e.put(t, ctx, items...)
+	} else {
+		ids = e.put(t, ctx, items...)
+		got = goTake(ctx, c)
+	}
+	var r taken
+	if f.byCtx() {
+		r = endAfter(t, f, func() { require.NoError(t, d.Close(ctx)) }, got)
+	} else {
+		r = recv(t, got, "the Take")
+	}
+	require.NoError(t, r.err)
+	require.Equal(t, delivery{ids[0], items[0], 1}, delivery{r.j.ID(), string(r.j.Data()), r.j.Attempt()}, "with a %v", f)
+	requireKept(t, r.j, "taken with a "+f.String())
+	hit := f.done(e, dropWait)
+	if !f.byCtx() {
+		e.requireLeads(t, d, node, f)
+	}
+	require.NoError(t, r.j.Ack(ctx))
+	var left []delivery
+	for i, data := range items[1:] {
+		left = append(left, delivery{ids[i+1], data, 0})
+	}
+	finish(t, ctx, e, f, "the dispatcher", hit, left...)
+}
+
 // leftDelayed waits for the item put WithDelay to come into the queue and
 // returns it, as a first delivery.
 func leftDelayed(t *testing.T, ctx context.Context, e env) delivery {
@@ -2064,12 +2059,7 @@ func limboCase(t *testing.T, ctx context.Context, e env, f *fault, bury, blob bo
 	})
 	want := delivery{x, "x", 2}
 	if bury {
-		q := fq(t, e.other, e.p)
-		require.Eventually(t, func() bool {
-			dead, err := q.DeadLetters(ctx)
-			require.NoError(t, err)
-			return len(dead) > 0
-		}, liveWait, 5*time.Millisecond, "the item of the consumer gone, at max attempts, never moved to the dead letters")
+		deadLetters(t, ctx, fq(t, e.other, e.p), liveWait, "the item of the consumer gone, at max attempts, never moved to the dead letters")
 		want = delivery{e.put(t, ctx, "y")[0], "y", 1}
 	}
 	r := recv(t, got, "the waiting Take")

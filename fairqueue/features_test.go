@@ -372,13 +372,7 @@ func TestPutManyPayloadsInOneBlob(t *testing.T) {
 		require.Equal(t, want, string(j.Data()))
 		require.NoError(t, j.Ack(ctx))
 	}
-	require.Eventually(t, func() bool {
-		dead, err := d.DeadLetters(ctx)
-		require.NoError(t, err)
-		return len(dead) > 0
-	}, 10*time.Second, 10*time.Millisecond, "x never buried")
-	dead, err := d.DeadLetters(ctx)
-	require.NoError(t, err)
+	dead := deadLetters(t, ctx, d, 10*time.Second, "x never buried")
 	require.Equal(t, []fairqueue.DeadLetter{{ID: ids[0], Data: []byte("x"), Attempts: 1}}, dead)
 	_, err = d.Requeue(ctx, ids[0])
 	require.NoError(t, err)
@@ -500,13 +494,7 @@ func TestSmallPayloadInItsName(t *testing.T) {
 	require.Equal(t, small, j.Data())
 	require.Equal(t, 2, j.Attempt())
 	require.NoError(t, j.Nack(ctx))
-	require.Eventually(t, func() bool {
-		dead, err := q.DeadLetters(ctx)
-		require.NoError(t, err)
-		return len(dead) > 0
-	}, 10*time.Second, 10*time.Millisecond, "never buried")
-	dead, err := q.DeadLetters(ctx)
-	require.NoError(t, err)
+	dead := deadLetters(t, ctx, q, 10*time.Second, "never buried")
 	require.Equal(t, []fairqueue.DeadLetter{{ID: id, Data: small, Attempts: 2}}, dead)
 	_, err = q.Requeue(ctx, id)
 	require.NoError(t, err)

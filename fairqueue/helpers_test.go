@@ -135,3 +135,17 @@ func waiting(t *testing.T, s *zkrecipes.Session, p string) []string {
 	}
 	return out
 }
+
+// deadLetters waits, up to wait, for q's dead letters to hold any, and
+// returns them.
+func deadLetters(t *testing.T, ctx context.Context, q *fairqueue.Queue, wait time.Duration, msgAndArgs ...any) []fairqueue.DeadLetter {
+	t.Helper()
+	var dead []fairqueue.DeadLetter
+	require.Eventually(t, func() bool {
+		var err error
+		dead, err = q.DeadLetters(ctx)
+		require.NoError(t, err)
+		return len(dead) > 0
+	}, wait, 5*time.Millisecond, msgAndArgs...)
+	return dead
+}
