@@ -1352,7 +1352,7 @@ var scenarios = []scenario{
 		name: "dispatch-blob",
 		aims: []aim{aimBlobRead},
 		run: func(t *testing.T, ctx context.Context, e env, f *fault) {
-			dispatchCase(t, ctx, e, f, false, "a", "b")
+			dispatchCase(t, ctx, e, f, false, tooLargeForAName("a"), tooLargeForAName("b"))
 		},
 	},
 	{
@@ -2031,7 +2031,7 @@ func limboCase(t *testing.T, ctx context.Context, e env, f *fault, bury, blob bo
 	var x string
 	var ids []string
 	if blob {
-		ids = e.put(t, ctx, "x", "x2")
+		ids = e.put(t, ctx, "x", tooLargeForAName("x2")) // one too large: both in a blob
 	} else {
 		ids = e.put(t, ctx, "x")
 	}
@@ -2045,7 +2045,7 @@ func limboCase(t *testing.T, ctx context.Context, e env, f *fault, bury, blob bo
 		// x2 taken and acked: only x is held.
 		j2, err := fq(t, e.other, e.p, opts...).Take(ctx) // by the same rules, should it dispatch next
 		require.NoError(t, err)
-		require.Equal(t, delivery{ids[1], "x2", 1}, delivery{j2.ID(), string(j2.Data()), j2.Attempt()})
+		require.Equal(t, delivery{ids[1], tooLargeForAName("x2"), 1}, delivery{j2.ID(), string(j2.Data()), j2.Attempt()})
 		require.NoError(t, j2.Ack(ctx))
 	}
 	w := fq(t, e.other, e.p, opts...) // the next dispatcher, by the same rules

@@ -399,7 +399,8 @@ func TestPutManyIntoABucketWithNoBlobDirectory(t *testing.T) {
 	first, err := q.Put(ctx, []byte("first"))
 	require.NoError(t, err)
 	require.NoError(t, s.Conn().Delete(p+"/items/p"+first[:10], -1), "the bucket's blob directory, empty")
-	ids, err := q.PutMany(ctx, [][]byte{[]byte("a"), []byte("b")})
+	a, b := tooLargeForAName("a"), tooLargeForAName("b")
+	ids, err := q.PutMany(ctx, [][]byte{[]byte(a), []byte(b)})
 	require.NoError(t, err)
 	require.Equal(t, first[:10], ids[0][:10], "put into the same bucket")
 	names, _, err := s.Conn().Children(p + "/items/b" + first[:10])
@@ -408,7 +409,7 @@ func TestPutManyIntoABucketWithNoBlobDirectory(t *testing.T) {
 	for _, name := range names {
 		require.NotContains(t, name, "i-p.", "an item of a blob")
 	}
-	for _, want := range []string{"first", "a", "b"} {
+	for _, want := range []string{"first", a, b} {
 		j, err := q.Take(ctx)
 		require.NoError(t, err)
 		require.Equal(t, want, string(j.Data()))
@@ -424,7 +425,8 @@ func TestPutManyItemGivenBack(t *testing.T) {
 	p := queuePath(t, srv.Addrs())
 	ctx := bg(t, 30*time.Second)
 	q := newQueue(t, s, p)
-	ids, err := q.PutMany(ctx, [][]byte{[]byte("a"), []byte("b")})
+	a, b := tooLargeForAName("a"), tooLargeForAName("b")
+	ids, err := q.PutMany(ctx, [][]byte{[]byte(a), []byte(b)})
 	require.NoError(t, err)
 	j, err := q.Take(ctx)
 	require.NoError(t, err)
@@ -432,7 +434,7 @@ func TestPutManyItemGivenBack(t *testing.T) {
 	for _, want := range []struct {
 		id, data string
 		attempt  int
-	}{{ids[0], "a", 2}, {ids[1], "b", 1}} {
+	}{{ids[0], a, 2}, {ids[1], b, 1}} {
 		j, err := q.Take(ctx)
 		require.NoError(t, err)
 		require.Equal(t, want.id, j.ID())
@@ -515,6 +517,50 @@ func TestSmallPayloadInItsName(t *testing.T) {
 	require.Equal(t, larger, j.Data())
 	require.NoError(t, j.Ack(ctx))
 	require.Greater(t, itemReads.Requests(zktest.OpGetData), before, "the larger item never read: the count misses reads")
+}
+
+// A PutMany whose payloads all fit in their items' names puts no blob: no
+// one reads anything to take them. One payload a byte larger puts them all
+// in a blob.
+func TestSmallPutManyInTheirNames(t *testing.T) {
+	srv := setup(t)
+	p := queuePath(t, srv.Addrs())
+	reads := &zktest.Counter{Path: p + "/items/"}
+	s := connect(t, srv.Addrs(), zkrecipes.WithDialer(reads.Dial))
+	other := connect(t, srv.Addrs()) // the test's own reads
+	ctx := bg(t, 30*time.Second)
+	q := newQueue(t, s, p)
+	small := strings.Repeat("s", fairqueue.InlineMax)
+	batch := []string{"a", "", small}
+	ids, err := q.PutMany(ctx, [][]byte{[]byte("a"), []byte(""), []byte(small)})
+	require.NoError(t, err)
+	blobs := p + "/items/p" + ids[0][:10]
+	kids, _, err := other.Conn().Children(blobs)
+	require.NoError(t, err)
+	require.Empty(t, kids, "a blob of payloads that fit their names")
+	for i, want := range batch {
+		j, err := q.Take(ctx)
+		require.NoError(t, err)
+		require.Equal(t, ids[i], j.ID())
+		require.Equal(t, want, string(j.Data()))
+		require.NoError(t, j.Ack(ctx))
+	}
+	require.Zero(t, reads.Requests(zktest.OpGetData), "a read under items/")
+
+	larger := small + "l"
+	ids, err = q.PutMany(ctx, [][]byte{[]byte("a"), []byte(larger)})
+	require.NoError(t, err)
+	kids, _, err = other.Conn().Children(p + "/items/p" + ids[0][:10])
+	require.NoError(t, err)
+	require.Len(t, kids, 1, "one blob, for a batch with a payload too large for a name")
+	for i, want := range []string{"a", larger} {
+		j, err := q.Take(ctx)
+		require.NoError(t, err)
+		require.Equal(t, ids[i], j.ID())
+		require.Equal(t, want, string(j.Data()))
+		require.NoError(t, j.Ack(ctx))
+	}
+	require.NotZero(t, reads.Requests(zktest.OpGetData), "the blob never read: the count misses reads")
 }
 
 // A consumer reads a blob once for all the items of it an answer holds

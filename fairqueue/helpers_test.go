@@ -149,3 +149,9 @@ func deadLetters(t *testing.T, ctx context.Context, q *fairqueue.Queue, wait tim
 	}, wait, 5*time.Millisecond, msgAndArgs...)
 	return dead
 }
+
+// tooLargeForAName pads s past what an item's name holds: items of a
+// PutMany whose payloads all fit their names are not put in a blob.
+func tooLargeForAName(s string) string {
+	return s + strings.Repeat(".", fairqueue.InlineMax)
+}

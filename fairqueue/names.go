@@ -30,10 +30,11 @@ const (
 	delayPrefix  = "d-"
 )
 
-// Blobs. The payloads of a multi of several items with no key (a PutMany)
-// are stored together, in one node, items/p<bucket>/p-<tag> (the bucket's
-// number printed as in its name), so that a consumer reads them once for
-// all the items of it it holds, not once an item; the items are
+// Blobs. The payloads of a multi of several items with no key (a PutMany),
+// one at least too large for its name (see inline payloads), are stored
+// together, in one node, items/p<bucket>/p-<tag> (the bucket's number
+// printed as in its name), so that a consumer reads them once for all the
+// items of it it holds, not once an item; the items are
 // "i-p.<tag>.<index>.<seq>", with no data. A bucket's blob directory is
 // made with the bucket, and deleted with it.
 const (
@@ -42,8 +43,8 @@ const (
 	blobDirPrefix = "p"
 )
 
-// Inline payloads. A small payload of an item with no key, put alone, is
-// written in the item's name, "i-v.<payload>.<seq>" (base64, URL alphabet,
+// Inline payloads. A small payload of an item with no key, not in a blob,
+// is written in the item's name, "i-v.<payload>.<seq>" (base64, URL alphabet,
 // no padding), the node holding no data: the dispatcher learns it from the
 // listing it makes anyway, the consumer from the name in its offer, and no
 // one reads the item (one given back is read for its version).

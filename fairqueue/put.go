@@ -413,20 +413,22 @@ func (q *Queue) put(ctx context.Context, items []putItem, keyExists bool, extra 
 
 // blobbable says whether items go in one blob: several, none with a key
 // (keyed finds an item by its name), nothing riding along (a promotion or
-// a Requeue), and small in all (a consumer reads the whole blob for any
-// item of it).
+// a Requeue), small in all (a consumer reads the whole blob for any item
+// of it), and one at least too large for its name (items that all hold
+// their payloads in their names need no read at all).
 func blobbable(items []putItem, extra []any) bool {
 	if len(items) < 2 || len(extra) > 0 {
 		return false
 	}
-	total := 0
+	total, named := 0, true
 	for _, it := range items {
 		if it.key != "" {
 			return false
 		}
 		total += len(it.data)
+		named = named && len(it.data) <= inlineMax
 	}
-	return total <= blobMax
+	return !named && total <= blobMax
 }
 
 // blobMax bounds a blob's payloads.
