@@ -588,13 +588,17 @@ func (c *client) producer(ctx context.Context) {
 		}
 		for ctx.Err() == nil && !c.quiesced() {
 			// Every other put is a PutMany of two, whose payloads share a
-			// blob.
+			// blob: padded past what an item's name holds (a Put's ride
+			// in their names).
 			round++
 			var ds []string
 			var items [][]byte
 			for range 1 + round%2 {
 				n++
 				d := fmt.Sprintf("p%d.%d.%d", c.out.P, c.out.Inc, n)
+				if round%2 == 1 {
+					d += "." + strings.Repeat("b", 48)
+				}
 				ds, items = append(ds, d), append(items, []byte(d))
 				c.out.Emit(record.Event{W: record.Queue, K: record.Put, D: d})
 			}
