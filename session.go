@@ -19,11 +19,7 @@ import (
 // ensemble expires it, the client loses touch with the ensemble for too long,
 // or Close is called, Done is closed, Err says why, and the connection is
 // closed so it cannot quietly come back as a different session. Connect a new
-// Session to go on. Closing the connection of a session given up deletes its
-// ephemeral nodes at once, so it waits until every lease and job held on the
-// Session has been told (its Done closed), or at the latest until expiry
-// (see Remaining): no other client takes what they held before their
-// holders are told.
+// Session to go on.
 //
 // A short disconnect that the session survives (a server restart, a leader
 // election) is not an end: the Session reconnects and keeps its nodes, and

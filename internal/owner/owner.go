@@ -105,7 +105,6 @@ type Config struct {
 // Owner is the one goroutine that owns a held node's state.
 type Owner struct {
 	s        *session.Session
-	told     func() // tells the session that the holding's end is told (see session.Hold)
 	path     string
 	lostErr  error
 	released error
@@ -178,7 +177,7 @@ func newOwner(cfg Config) *Owner {
 		s: cfg.Session, path: cfg.Path, lostErr: cfg.Lost, released: cfg.Released, settled: cfg.Settled,
 		ctx: ctx, cancel: cancel, lost: make(chan struct{}), wake: make(chan struct{}, 1),
 		defRelease: cfg.Release, dirEv: cfg.DirEv, reconnect: cfg.Reconnect,
-		hold: cfg.Hold, ended: cfg.Ended, told: cfg.Session.Hold(),
+		hold: cfg.Hold, ended: cfg.Ended,
 	}
 	if o.reconnect == nil {
 		o.reconnect = cfg.Session.NextReconnect()
@@ -627,7 +626,6 @@ func (o *Owner) end(why error) {
 		o.cacheEnded(why, reason)
 	}
 	o.cancel(why)
-	o.told()
 }
 
 // settle answers every request left once the holding has ended, and those

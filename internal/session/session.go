@@ -88,13 +88,6 @@ type Session struct {
 	closing  sync.Once
 	wg       sync.WaitGroup // the monitor and the clean-up steps
 	st       states         // the connection's state, and reconnects (state.go)
-
-	// The holdings (lease owners) not yet told that the session is over;
-	// see Hold.
-	holdMu     sync.Mutex
-	holds      int
-	holdsEnded bool
-	allTold    chan struct{} // closed when holds falls to 0 after the end
 }
 
 // Connect dials the ensemble and waits until a session is established, or
@@ -324,64 +317,10 @@ func (s *Session) monitor() {
 		}
 	}
 	s.finish(why)
-	if errors.Is(why, s.ends.Lost) {
-		// Closing the connection closes the session, and its ephemeral
-		// nodes go at once: another client may then take what they held.
-		// So the holdings are told first, waiting no longer than until the
-		// ensemble could have expired the session anyway.
-		_, expiry := s.Remaining()
-		s.awaitTold(expiry)
-	} else {
-		s.awaitTold(0)
-	}
 	// Closed so that the client can never resume as a different session;
 	// every call in flight returns.
 	s.conn.Close()
 	s.tr.Close()
-}
-
-// Hold registers a holding of the session (a lease's owner) that must be
-// told the session is over before a session given up (lost) closes itself,
-// which deletes its ephemeral nodes at once. The holding calls told once it
-// has told its user (closed its Done channel), or once it ends otherwise;
-// told may be called more than once. A Hold after the end registers nothing.
-func (s *Session) Hold() (told func()) {
-	s.holdMu.Lock()
-	defer s.holdMu.Unlock()
-	if s.holdsEnded {
-		return func() {}
-	}
-	s.holds++
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.holdMu.Lock()
-			defer s.holdMu.Unlock()
-			if s.holds--; s.holds == 0 && s.allTold != nil {
-				close(s.allTold)
-			}
-		})
-	}
-}
-
-// awaitTold ends the registering of holdings and waits, at most bound, for
-// those registered to be told.
-func (s *Session) awaitTold(bound time.Duration) {
-	s.holdMu.Lock()
-	s.holdsEnded = true
-	if s.holds == 0 || bound <= 0 {
-		s.holdMu.Unlock()
-		return
-	}
-	s.allTold = make(chan struct{})
-	told := s.allTold
-	s.holdMu.Unlock()
-	t := time.NewTimer(bound)
-	defer t.Stop()
-	select {
-	case <-told:
-	case <-t.C:
-	}
 }
 
 // lossError says why the session was given up, with what the proof needed.
