@@ -339,9 +339,7 @@ func TestPutManyPayloadsInOneBlob(t *testing.T) {
 	other := connect(t, srv.Addrs())
 	p := queuePath(t, srv.Addrs())
 	ctx := bg(t, 30*time.Second)
-	d := newQueue(t, other, p, fairqueue.WithMaxAttempts(1))
-	_, err := d.TryTake(ctx)
-	require.ErrorIs(t, err, fairqueue.ErrEmpty, "d stands first: the dispatcher")
+	d := standFirst(t, ctx, other, p, fairqueue.WithMaxAttempts(1))
 	big := strings.Repeat("z", 8<<10) // too large for an offer to carry
 	ids, err := d.PutMany(ctx, [][]byte{[]byte("x"), []byte(big), []byte("y")})
 	require.NoError(t, err)
@@ -570,15 +568,13 @@ func TestBlobReadOncePerAnswer(t *testing.T) {
 	other := connect(t, srv.Addrs())
 	p := queuePath(t, srv.Addrs())
 	ctx := bg(t, 30*time.Second)
-	d := newQueue(t, other, p)
-	_, err := d.TryTake(ctx)
-	require.ErrorIs(t, err, fairqueue.ErrEmpty, "d stands first: the dispatcher")
+	d := standFirst(t, ctx, other, p)
 	const n = 4
 	var batch [][]byte
 	for i := range n {
 		batch = append(batch, []byte(strings.Repeat(fmt.Sprint(i), 8<<10)))
 	}
-	_, err = d.PutMany(ctx, batch)
+	_, err := d.PutMany(ctx, batch)
 	require.NoError(t, err)
 
 	blobReads := &zktest.Counter{Path: p + "/items/p"}
@@ -609,9 +605,7 @@ func TestSmallPayloadBuriedByTheDispatcher(t *testing.T) {
 	other := connect(t, srv.Addrs())
 	p := queuePath(t, srv.Addrs())
 	ctx := bg(t, 30*time.Second)
-	d := newQueue(t, other, p, fairqueue.WithMaxAttempts(1))
-	_, err := d.TryTake(ctx)
-	require.ErrorIs(t, err, fairqueue.ErrEmpty, "d stands first: the dispatcher")
+	d := standFirst(t, ctx, other, p, fairqueue.WithMaxAttempts(1))
 	id, err := d.Put(ctx, []byte("x"))
 	require.NoError(t, err)
 	s := connect(t, srv.Addrs())

@@ -155,3 +155,13 @@ func deadLetters(t *testing.T, ctx context.Context, q *fairqueue.Queue, wait tim
 func tooLargeForAName(s string) string {
 	return s + strings.Repeat(".", fairqueue.InlineMax)
 }
+
+// standFirst makes a Queue on s that stands first at p, so is its
+// dispatcher: its TryTake of the empty queue is answered by itself.
+func standFirst(t *testing.T, ctx context.Context, s *zkrecipes.Session, p string, opts ...fairqueue.Option) *fairqueue.Queue {
+	t.Helper()
+	d := newQueue(t, s, p, opts...)
+	_, err := d.TryTake(ctx)
+	require.ErrorIs(t, err, fairqueue.ErrEmpty, "d stands first: the dispatcher")
+	return d
+}
