@@ -465,6 +465,7 @@ func TestSmallPayloadInItsName(t *testing.T) {
 	}
 	id := ids[2]
 	bucket := p + "/items/b" + id[:10]
+	zktest.CatchUp(t, other.Conn(), bucket) // q's session put them: other's member may lag
 	names, _, err := other.Conn().Children(bucket)
 	require.NoError(t, err)
 	require.Len(t, names, 3)
@@ -507,6 +508,7 @@ func TestSmallPayloadInItsName(t *testing.T) {
 	larger := append(small, 'l')
 	id, err = q.Put(ctx, larger)
 	require.NoError(t, err)
+	zktest.CatchUp(t, other.Conn(), p+"/items")
 	data, _, err := other.Conn().Get(p + "/items/b" + id[:10] + "/i-" + id[11:])
 	require.NoError(t, err)
 	require.Equal(t, larger, data)
@@ -533,6 +535,7 @@ func TestSmallPutManyInTheirNames(t *testing.T) {
 	ids, err := q.PutMany(ctx, [][]byte{[]byte("a"), []byte(""), []byte(small)})
 	require.NoError(t, err)
 	blobs := p + "/items/p" + ids[0][:10]
+	zktest.CatchUp(t, other.Conn(), blobs) // q's session put them: other's member may lag
 	kids, _, err := other.Conn().Children(blobs)
 	require.NoError(t, err)
 	require.Empty(t, kids, "a blob of payloads that fit their names")
@@ -548,6 +551,7 @@ func TestSmallPutManyInTheirNames(t *testing.T) {
 	larger := small + "l"
 	ids, err = q.PutMany(ctx, [][]byte{[]byte("a"), []byte(larger)})
 	require.NoError(t, err)
+	zktest.CatchUp(t, other.Conn(), p+"/items")
 	kids, _, err = other.Conn().Children(p + "/items/p" + ids[0][:10])
 	require.NoError(t, err)
 	require.Len(t, kids, 1, "one blob, for a batch with a payload too large for a name")
