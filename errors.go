@@ -19,7 +19,9 @@ var (
 
 	// ErrSessionLost: the client heard nothing from the ensemble for so long
 	// that the session may expire at any moment, and gave it up before the
-	// ensemble could hand its locks to anyone else.
+	// ensemble could hand its locks to anyone else. The session is left to
+	// expire, not closed: its ephemeral nodes stay until the ensemble
+	// expires it, so that every lease made on it is told first.
 	ErrSessionLost = errors.New("session lost")
 
 	// ErrClosed: the session was closed by its owner.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
 	"github.com/zkrecipes/zkrecipes"
@@ -147,4 +148,41 @@ func TestSessionRemaining(t *testing.T) {
 	after, afterExpiry := s.Remaining()
 	require.LessOrEqual(t, after, time.Duration(0), "lost %v once the session is given up", after)
 	require.Positive(t, afterExpiry, "expiry counts down from the loss: not reached yet")
+}
+
+// A session given up is left to the ensemble to expire, not closed: closing
+// it would delete its ephemeral nodes at once, and another client could be
+// granted what it held while its leases' holders were still being told.
+// The session's connection is stalled until it gives itself up, then let
+// through, so that a closeSession sent meanwhile would land: its node must
+// stay until the session could expire, and go then.
+func TestSessionGivenUpIsLeftToExpire(t *testing.T) {
+	srv := setup(t)
+	var net zktest.Freezer
+	s := connect(t, srv.Addrs(), zkrecipes.WithSessionTimeout(3*time.Second), zkrecipes.WithDialer(net.Dial))
+	other := connect(t, srv.Addrs())
+	path := "/given-up-" + t.Name()
+	_, err := s.Conn().Create(path, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+	require.NoError(t, err)
+
+	net.Stall()
+	select {
+	case <-s.Done():
+	case <-time.After(2 * s.Timeout()):
+		net.Thaw()
+		t.Fatal("the session was not given up")
+	}
+	require.ErrorIs(t, s.Err(), zkrecipes.ErrSessionLost)
+	_, expiry := s.Remaining()
+	require.Greater(t, expiry, 200*time.Millisecond, "the session could expire too soon for the test to look")
+	net.Thaw()
+	time.Sleep(expiry / 2)
+	zktest.CatchUp(t, other.Conn(), path)
+	there, _, err := other.Conn().Exists(path)
+	require.NoError(t, err)
+	require.True(t, there, "the node went %v before the session could expire: the session was closed", expiry/2)
+	require.Eventually(t, func() bool {
+		there, _, err := other.Conn().Exists(path)
+		return err == nil && !there
+	}, 3*s.Timeout(), 20*time.Millisecond, "the ensemble never expired the session: its node stays")
 }

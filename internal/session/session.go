@@ -316,6 +316,13 @@ func (s *Session) monitor() {
 			why = s.ends.Closed
 		}
 	}
+	if errors.Is(why, s.ends.Lost) {
+		// Given up, not closed: a closeSession would delete the session's
+		// nodes at once, while its leases' owners are still telling their
+		// holders. Left alone, the nodes stay until the ensemble expires
+		// the session, a fifth of the timeout from now at the earliest.
+		s.tr.Abandon()
+	}
 	s.finish(why)
 	// Closed so that the client can never resume as a different session;
 	// every call in flight returns.

@@ -32,8 +32,11 @@ import (
 // the reply to a create of such a node is recorded until Created claims it.
 const NodePrefix = "_zkr_"
 
-// errMoved says why the transport carries nothing more.
-var errMoved = errors.New("the server answered with another session than this client's: its session is over")
+// errMoved and errAbandoned say why the transport carries nothing more.
+var (
+	errMoved     = errors.New("the server answered with another session than this client's: its session is over")
+	errAbandoned = errors.New("the session was given up: it is left to the ensemble to expire")
+)
 
 // maxCreated bounds the Czxids recorded and not yet claimed. Every recipe
 // claims the Czxid of each node it creates as soon as the create returns,
@@ -80,6 +83,7 @@ type Transport struct {
 	timeoutMs atomic.Int32 // negotiated, from the latest connect response
 	first     atomic.Int64 // the session id of the first connect response
 	moved     atomic.Bool  // a connect response named another session: carry nothing more
+	abandoned atomic.Bool  // Abandon was called: carry nothing more
 	tick      atomic.Int64 // an upper bound on tickTime (ns); 0: unknown
 	conn      atomic.Pointer[watchedConn]
 
@@ -105,6 +109,25 @@ func New(cfg Config) *Transport {
 func (t *Transport) Close() {
 	t.stopFunc()
 	t.probes.Wait()
+}
+
+// Abandon makes the transport carry nothing more: it dials no connection
+// and writes no request, so that closing the client then sends the server
+// no closeSession. A session given up must be left to expire: closing it
+// would delete its ephemeral nodes at once, handing its locks on while its
+// holders are still being told, a fifth of the timeout before the ensemble
+// could have expired it.
+func (t *Transport) Abandon() { t.abandoned.Store(true) }
+
+// over says why the transport carries nothing more; nil while it carries.
+func (t *Transport) over() error {
+	switch {
+	case t.abandoned.Load():
+		return errAbandoned
+	case t.moved.Load():
+		return errMoved
+	}
+	return nil
 }
 
 // SessionID is the session id of the latest connect response: 0 before the
@@ -180,8 +203,8 @@ func (t *Transport) prove(at int64) {
 // Dialer wraps d so every connection it makes is watched.
 func (t *Transport) Dialer(d func(network, address string, timeout time.Duration) (net.Conn, error)) func(string, string, time.Duration) (net.Conn, error) {
 	return func(network, address string, timeout time.Duration) (net.Conn, error) {
-		if t.moved.Load() {
-			return nil, errMoved
+		if err := t.over(); err != nil {
+			return nil, err
 		}
 		c, err := d(network, address, timeout)
 		if err != nil {
@@ -234,12 +257,13 @@ func (c *watchedConn) SetReadDeadline(d time.Time) error {
 // Write passes the client's requests on. It refuses them once the server
 // has answered a connect with another session than the first (go-zookeeper
 // would go on, quietly, as a new session: requests meant for the old one,
-// whose ephemeral nodes are gone, would land in the new one). Its errors
-// wrap zk.ErrConnectionClosed, which is what go-zookeeper hands the
-// request's caller: the request may or may not have been sent.
+// whose ephemeral nodes are gone, would land in the new one), and once the
+// session is abandoned. Its errors wrap zk.ErrConnectionClosed, which is
+// what go-zookeeper hands the request's caller: the request may or may not
+// have been sent.
 func (c *watchedConn) Write(p []byte) (int, error) {
-	if c.t.moved.Load() {
-		return 0, fmt.Errorf("%w: %w", zk.ErrConnectionClosed, errMoved)
+	if err := c.t.over(); err != nil {
+		return 0, fmt.Errorf("%w: %w", zk.ErrConnectionClosed, err)
 	}
 	c.sending(p, c.t.now())
 	n, err := c.Conn.Write(p)
