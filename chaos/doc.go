@@ -54,9 +54,10 @@
 //   - leases: each lease and each Job's claim of an item is an interval
 //     from its grant to the earliest moment its holder could know it no
 //     longer held it (see [Lease]: a release counts from when it was sent
-//     only if it was confirmed). No two of the mutex's or the election's
-//     may overlap, no more than the semaphore's permits, no two claims of
-//     one item: the library promises a holder is told of a loss before
+//     only if it was confirmed, or its session was then given up). No two
+//     of the mutex's or the election's may overlap, no more than the
+//     semaphore's permits, no two claims of one item: the library
+//     promises a holder is told of a loss before
 //     anyone else is granted (each CachedMutex section is a lease, and the
 //     Mutex's leases on its path count with them);
 //   - register: the history of reads and writes, checked for

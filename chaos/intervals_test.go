@@ -17,6 +17,12 @@ func TestIntervalEnds(t *testing.T) {
 	}
 	const lost = "zklock: unlock /m/x: lock lost: session expired"
 	const timeout = "zklock: unlock /m/x: context deadline exceeded"
+	const givenUp = "zklock: unlock /m/x: lock lost: session lost: no proof of contact with the ensemble's leader for 8s"
+	lostEv := func(at int64, err string) record.Event {
+		e := ev(0, record.Mutex, record.Lost, at, 10)
+		e.Err = err
+		return e
+	}
 	cases := []struct {
 		name    string
 		events  []record.Event
@@ -36,6 +42,18 @@ func TestIntervalEnds(t *testing.T) {
 		{"release unconfirmed, Unlock told the loss before the next grant",
 			[]record.Event{ev(0, record.Mutex, record.Release, 100, 10), unlocked(140, lost, "lost")},
 			false, LostHow, 140},
+		{"release unconfirmed, its session given up after the next grant: the release may have landed",
+			[]record.Event{ev(0, record.Mutex, record.Release, 100, 10), unlocked(160, givenUp, "lost")},
+			false, LostHow, 100},
+		{"release unconfirmed, Done closed as its session was given up after the next grant",
+			[]record.Event{ev(0, record.Mutex, record.Release, 100, 10), unlocked(120, timeout, ""), lostEv(170, givenUp)},
+			false, LostHow, 100},
+		{"release sent after the next grant, its session given up",
+			[]record.Event{ev(0, record.Mutex, record.Release, 152, 10), unlocked(160, givenUp, "lost")},
+			true, LostHow, 152},
+		{"given up after the next grant, never released",
+			[]record.Event{lostEv(180, givenUp)},
+			true, LostHow, 180},
 		{"Unlock's ctx ended, then Done closed with the loss after the next grant",
 			[]record.Event{ev(0, record.Mutex, record.Release, 100, 10), unlocked(120, timeout, ""), ev(0, record.Mutex, record.Lost, 170, 10)},
 			true, LostHow, 170},

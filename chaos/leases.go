@@ -35,7 +35,14 @@ import (
 //     the outcome unknown; either way the consumer knows it may not hold
 //     the item any more). An Unlock that returned another error (its ctx
 //     ended; the release goes on in the background) does not end the
-//     lease: its holder cannot know yet.
+//     lease: its holder cannot know yet. But a lease whose release was
+//     sent at R and never confirmed, told lost because its session was
+//     given up (ErrSessionLost, not expired), ends at R: the release may
+//     have landed (its answer lost with a server), and the holder acted on
+//     the lease no more from R. A session given up is left to expire, no
+//     sooner than a fifth of its timeout later, so a grant to another
+//     between R and the loss came from the release; a release overtaken by
+//     an expiry is told as one (ErrSessionExpired) and ends no sooner.
 //   - Failing those, when its process was killed (reaped: Died), or the end
 //     of the run (Running). A killed process that had called Unlock (its
 //     release sent, no answer read before it died) ends it at R instead:
@@ -78,6 +85,7 @@ type Lease struct {
 	releaseAt  int64
 	unlockedAt int64
 	lostByRel  bool
+	givenUp    bool // told lost because its session was given up, not expired
 	landed     bool // its release is proven to have landed (see landed)
 	job        bool
 }
@@ -205,6 +213,9 @@ func Claims(events []record.Event, pauses []Pause, deaths map[[2]int]int64, end 
 // note records one event of the lease (Lost, Freed, Release, Unlocked);
 // toldLost says that an Unlocked told its holder the lease was lost.
 func (l *Lease) note(e record.Event, toldLost bool) {
+	if (e.K == record.Lost || toldLost) && strings.Contains(e.Err, "session lost") {
+		l.givenUp = true
+	}
 	switch e.K {
 	case record.Lost:
 		if l.lostAt == 0 {
@@ -258,6 +269,9 @@ func (l *Lease) finish(ended map[int64]int64, pauses []Pause, deaths map[[2]int]
 		l.How, l.End = LostHow, told
 	case told != 0:
 		l.How, l.End = LostHow, told
+		if l.givenUp && l.releaseAt != 0 && l.releaseAt < told {
+			l.End = l.releaseAt
+		}
 	default:
 		if d, ok := deaths[[2]int{l.P, l.Inc}]; ok {
 			l.How, l.End = Died, d
